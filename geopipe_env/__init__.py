@@ -1,0 +1,26 @@
+"""GeoPipe: a Gymnasium benchmark for scheduling multi-tenant pipeline-parallel LLM training across
+geo-distributed GPU clusters.
+
+Layers (each module imports only from layers below it):
+  1. ``units``, ``catalog``                         units and built-in catalogs
+  2. ``scenario``, ``bundled``, ``loader``          frozen scenario types, bundled data, YAML loading
+  3. ``physics.*``                                  pipeline timing, schedule simulation, bandwidth, energy
+  4. ``generator``, ``engine``, ``simulator``       per-episode worlds, event heap, cluster simulator
+  5. ``placement``                                  named placement strategies
+  6. ``observation``, ``env``                       observation encoding and the Gymnasium env
+  7. ``render``                                     ANSI and RGB rendering
+"""
+
+from gymnasium.envs.registration import register
+
+ENV_IDS = {
+    "GeoPipe-v0": "geopipe-v0",
+    "GeoPipe-Paper-v0": "paper",
+    "GeoPipe-Paper24-v0": "paper-24",
+    "GeoPipe-Toy-v0": "toy",
+}
+
+for _env_id, _scenario in ENV_IDS.items():
+    register(id=_env_id, entry_point="geopipe_env.env:GeoPipeEnv", kwargs={"scenario": _scenario})
+
+__all__ = ["ENV_IDS"]

@@ -1,0 +1,98 @@
+"""Layer 2: read the real data bundled under ``geopipe_env/data/``.
+
+Hourly 2023 electricity prices (23 markets) and grid carbon intensity (16 zones), and the joined ``geo10``
+matrices of measured inter-region RTT and throughput. Provenance and licences are in ``data/LICENSES.md``.
+
+Every loader is cached, and every returned array is read-only, so that scenarios built from the same market
+share one array and no caller can change another's data.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from geopipe_env.scenario import HOURS_PER_YEAR, HourlySeries
+from geopipe_env.units import usd_per_kwh_from_usd_per_mwh
+
+DATA_DIR = Path(__file__).parent / "data"
+PRICE_FILE = "electricity_price_hourly_2023_usd.csv"  # USD/MWh, hour-beginning UTC
+CARBON_FILE = "carbon_intensity_hourly_2023_lca.csv"  # gCO2eq/kWh, life-cycle, consumption-based
+GEO10_FILE = "geo10_regions.json"
+TIME_COLUMN = "datetime_utc"
+
+
+def _read_only(values: np.ndarray) -> np.ndarray:
+    values.flags.writeable = False
+    return values
+
+
+@lru_cache(maxsize=None)
+def _hourly_table(filename: str) -> tuple[tuple[str, ...], np.ndarray]:
+    """The columns (after the time column) of an hourly CSV and its values, (HOURS_PER_YEAR, num_columns)."""
+    with open(DATA_DIR / filename, newline="", encoding="utf-8") as f:
+        rows = list(csv.reader(f))
+    header, body = rows[0], rows[1:]
+    if header[0] != TIME_COLUMN or len(body) != HOURS_PER_YEAR:
+        raise ValueError(f"{filename}: expected a '{TIME_COLUMN}' column and {HOURS_PER_YEAR} hourly rows")
+    values = np.array([[float(cell) for cell in row[1:]] for row in body], dtype=np.float64)
+    return tuple(header[1:]), _read_only(values)
+
+
+def _column(filename: str, name: str) -> np.ndarray:
+    columns, values = _hourly_table(filename)
+    if name not in columns:
+        raise KeyError(f"{name!r} is not a column of {filename}; valid: {', '.join(columns)}")
+    return values[:, columns.index(name)]
+
+
+def price_markets() -> tuple[str, ...]:
+    """Names of the bundled electricity markets, e.g. ``US-MIDA-PJM``, ``GB``, ``DE-LU``."""
+    return _hourly_table(PRICE_FILE)[0]
+
+
+def carbon_zones() -> tuple[str, ...]:
+    """Names of the bundled carbon-intensity zones, e.g. ``US-MIDA-PJM``, ``GB``, ``DE-LU``."""
+    return _hourly_table(CARBON_FILE)[0]
+
+
+@lru_cache(maxsize=None)
+def price_series(market: str) -> HourlySeries:
+    """A market's hourly 2023 price in USD/kWh (may be negative: real market outcomes are kept)."""
+    values = usd_per_kwh_from_usd_per_mwh(_column(PRICE_FILE, market))
+    return HourlySeries(market, _read_only(np.ascontiguousarray(values)))
+
+
+@lru_cache(maxsize=None)
+def carbon_series(zone: str) -> HourlySeries:
+    """A zone's hourly 2023 life-cycle carbon intensity in g/kWh."""
+    return HourlySeries(zone, _read_only(np.ascontiguousarray(_column(CARBON_FILE, zone))))
+
+
+@lru_cache(maxsize=None)
+def _geo10() -> dict:
+    with open(DATA_DIR / GEO10_FILE, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def geo10_matrix_names() -> tuple[str, ...]:
+    """Names of the geo10 matrices, e.g. ``rtt_ms``, ``throughput_gbps``, ``dtfm_bandwidth_gbps``."""
+    return tuple(_geo10()["matrices"])
+
+
+@lru_cache(maxsize=None)
+def geo10_matrix(name: str) -> tuple[tuple[str, ...], np.ndarray]:
+    """A geo10 matrix: the region ids and a (10, 10) array, row = source, column = destination.
+
+    Missing measurements and the diagonal are ``nan``. Units are in the name (``rtt_ms`` is a round trip).
+    """
+    data = _geo10()
+    if name not in data["matrices"]:
+        raise KeyError(f"{name!r} is not a geo10 matrix; valid: {', '.join(data['matrices'])}")
+    rows = data["matrices"][name]["values"]
+    values = np.array([[np.nan if v is None else float(v) for v in row] for row in rows], dtype=np.float64)
+    return tuple(data["region_ids"]), _read_only(values)

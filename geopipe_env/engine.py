@@ -1,0 +1,54 @@
+"""Layer 4: a small SimPy-style event heap.
+
+Entries are ``(time_s, priority, seq, event)``: ties in time run by kind priority, then in insertion order, so
+the order is total and deterministic. Unlike SimPy's generator processes, everything here pickles, which
+vector envs need.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+from enum import IntEnum
+
+
+class EventKind(IntEnum):
+    """Event kinds; the value is the tie-break priority at equal times (lower runs first)."""
+
+    COMPLETION = 0  # free GPUs before anything else looks at the cluster
+    ARRIVAL = 1
+    HOUR_TICK = 2  # electricity prices, carbon and background traffic change on the hour
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A scheduled event. ``version`` lets a completion be superseded when the job's rate changes."""
+
+    kind: EventKind
+    job_id: int = -1
+    version: int = 0
+
+
+class EventQueue:
+    """A deterministic priority queue of timed events."""
+
+    __slots__ = ("_heap", "_seq")
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, int, Event]] = []
+        self._seq = 0
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def push(self, time_s: float, event: Event) -> None:
+        heapq.heappush(self._heap, (time_s, int(event.kind), self._seq, event))
+        self._seq += 1
+
+    def peek(self) -> float:
+        """Time of the next event, or +inf when empty."""
+        return self._heap[0][0] if self._heap else float("inf")
+
+    def pop(self) -> tuple[float, Event]:
+        time_s, _, _, event = heapq.heappop(self._heap)
+        return time_s, event

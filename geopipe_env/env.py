@@ -1,0 +1,302 @@
+"""Layer 6: the Gymnasium environment.
+
+## Description
+Multi-tenant pipeline-parallel LLM training jobs arrive at a set of geo-distributed GPU regions. At each decision
+the agent picks which waiting job to launch next and which candidate placement its K* pipeline stages take, or
+waits. Regions differ in GPUs and hourly electricity prices; WAN links differ in bandwidth and latency and are
+shared max-min fairly by running pipelines.
+
+## Action Space
+``Discrete(Q·K + 1)``: action ``a < Q·K`` launches the job in queue slot ``a // K`` on the candidate placement of
+strategy ``a % K`` (``STRATEGY_NAMES``); action ``Q·K`` waits until the next event. ``action_masks()`` (and
+``info["action_mask"]``) marks valid actions. An invalid action (masked, or out of range) is a no-op that acts as
+a wait, costs ``invalid_action_penalty`` reward and is counted in the metrics; a non-integer action raises
+``TypeError``.
+
+## Observation Space
+A ``Dict`` of flat float32 boxes, padded to ``max_regions``; each is a row-major table (``observation.obs_layout``):
+
+| key | shape | content |
+|---|---|---|
+| regions | (max_regions, 8) | present, free GPU fraction, GPU share, price now and 6 h forecast (normalised across regions), carbon, PUE−1, link utilisation |
+| links | (max_regions², 3) | row i·max_regions+j is link i→j: capacity (÷ max), utilisation, latency (÷ max) |
+| queue | (Q, 6) | present, GPU share, log isolated duration ÷ T_ref, log bandwidth demand ÷ median link, waiting time ÷ T_ref, can start |
+| candidates | (Q·K, 8) | row a describes action a: feasible, log est. iteration ÷ isolated, log est. duration ÷ T_ref, est. cost ÷ C_ref, WAN hops, bandwidth slack, stall flag, est. carbon ÷ ref |
+| global | (7,) | hour of day sin/cos, queue beyond window, running jobs, GPU utilisation, time ÷ horizon, mean link utilisation |
+
+## Rewards
+A step covering Δt earns ``−(Σ_jobs-in-system Δt / T_ref + cost_weight · Δcost / C_ref)``, so an episode sums to
+``−(ΣJCT / T_ref + cost_weight · Cost / C_ref)``. ``T_ref`` is the jobs' mean isolated duration and ``C_ref`` their
+mean isolated energy at the mean price.
+
+## Starting State
+``reset(seed)`` samples the episode's world (randomisation, price start day, job arrivals) from the env's RNG
+and advances to the first decision.
+
+## Episode End
+* Termination: every job of the workload has finished.
+* Truncation: the scenario's horizon is reached (the env enforces it itself).
+
+## Arguments
+``scenario`` (built-in name, YAML path or a ``Scenario``), ``cost_weight`` (default: the scenario's),
+``render_mode`` (``"ansi"`` or ``"rgb_array"``), ``queue_slots`` (Q, 8), ``max_regions`` (16),
+``invalid_action_penalty`` (1.0), ``timing`` (``"analytic"`` or ``"exact"``).
+
+## Version History
+* v0: initial release.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from geopipe_env.generator import World, sample_world
+from geopipe_env.loader import builtin_names, load_builtin, load_scenario
+from geopipe_env.observation import CandidateInfo, ObservationEncoder, observation_space
+from geopipe_env.physics import pipeline
+from geopipe_env.placement import STRATEGY_NAMES, PlacementContext, candidates
+from geopipe_env.scenario import Scenario
+from geopipe_env.simulator import ClusterSim, JobStatus
+from geopipe_env.units import BYTES_PER_TB, SECONDS_PER_HOUR, WATTS_PER_KW
+
+DEFAULT_QUEUE_SLOTS = 8
+DEFAULT_MAX_REGIONS = 16
+
+
+def resolve_scenario(scenario: str | os.PathLike | Scenario) -> Scenario:
+    """A ``Scenario`` from a built-in name, a YAML path, or a ``Scenario`` (returned as is)."""
+    if isinstance(scenario, Scenario):
+        return scenario
+    if isinstance(scenario, str) and scenario in builtin_names():
+        return load_builtin(scenario)
+    return load_scenario(scenario)
+
+
+class GeoPipeEnv(gym.Env):
+    __doc__ = __doc__
+    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+
+    def __init__(
+        self,
+        scenario: str | os.PathLike | Scenario = "geopipe-v0",
+        cost_weight: float | None = None,
+        render_mode: str | None = None,
+        queue_slots: int = DEFAULT_QUEUE_SLOTS,
+        max_regions: int = DEFAULT_MAX_REGIONS,
+        invalid_action_penalty: float = 1.0,
+        timing: str = "analytic",
+    ) -> None:
+        self.scenario = resolve_scenario(scenario)
+        if self.scenario.num_regions > max_regions:
+            raise ValueError(f"scenario has {self.scenario.num_regions} regions; max_regions is {max_regions}")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
+        if timing not in ("analytic", "exact"):
+            raise ValueError(f"timing must be 'analytic' or 'exact', got {timing!r}")
+        self.cost_weight = self.scenario.cost_weight if cost_weight is None else float(cost_weight)
+        self.render_mode = render_mode
+        self.queue_slots = queue_slots
+        self.max_regions = max_regions
+        self.invalid_action_penalty = float(invalid_action_penalty)
+        self.timing = timing
+        self.num_strategies = len(STRATEGY_NAMES)
+        self.wait_action = queue_slots * self.num_strategies
+        self.action_space = gym.spaces.Discrete(self.wait_action + 1)
+        self.observation_space = observation_space(max_regions, queue_slots, self.num_strategies)
+        self.world: World | None = None
+        self.sim: ClusterSim | None = None
+
+    # ------------------------------------------------------------------ gym API
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        self.world = sample_world(self.scenario, self.np_random)
+        self.sim = ClusterSim(self.world, exact_timing=self.timing == "exact")
+        jobs = self.world.jobs
+        self.t_ref_s = float(np.mean([j.isolated_duration_s for j in jobs]))
+        iso_energy_kwh = float(np.mean([self._isolated_energy_kwh(j) for j in jobs]))
+        mean_price = float(self.world.price.values.mean())
+        self.c_ref_usd = iso_energy_kwh * (mean_price if mean_price > 0 else float(np.abs(self.world.price.values).mean()) + 1e-9)
+        carbon_ref_kg = iso_energy_kwh * float(self.world.carbon.values.mean()) / 1000.0
+        self.encoder = ObservationEncoder(
+            self.world, self.max_regions, self.queue_slots, self.num_strategies, self.t_ref_s, self.c_ref_usd, carbon_ref_kg
+        )
+        self.invalid_actions = 0
+        self.decisions = 0
+        self.terminated = self.truncated = False
+        self._cands: list[list[CandidateInfo | None]] = []
+        self._mask = np.zeros(self.action_space.n, dtype=bool)
+        self._advance_until_decision()
+        return self._observe(), self._info()
+
+    def step(self, action):
+        if self.sim is None:
+            raise RuntimeError("call reset() before step()")
+        if self.terminated or self.truncated:
+            raise RuntimeError("the episode has ended; call reset()")
+        a = _as_action(action)
+        sim = self.sim
+        job_s0, cost0 = sim.job_seconds, sim.cost_usd
+        penalty = 0.0
+        self.decisions += 1
+        if 0 <= a < self.wait_action and self._mask[a]:
+            slot, k = divmod(a, self.num_strategies)
+            sim.launch(sim.waiting[slot], self._cands[slot][k].placement)
+            self._advance_until_decision()
+        else:
+            if a != self.wait_action or not self._mask[a]:
+                self.invalid_actions += 1
+                penalty = self.invalid_action_penalty
+            self._wait()
+        reward = -((sim.job_seconds - job_s0) / self.t_ref_s + self.cost_weight * (sim.cost_usd - cost0) / self.c_ref_usd)
+        reward -= penalty
+        info = self._info()
+        if self.terminated or self.truncated:
+            info["episode_metrics"] = self.episode_metrics()
+        return self._observe(), float(reward), self.terminated, self.truncated, info
+
+    def action_masks(self) -> np.ndarray:
+        """(Q·K + 1,) bool, True = valid. Wait is valid whenever the episode runs."""
+        return self._mask.copy()
+
+    def render(self):
+        if self.render_mode is None:
+            gym.logger.warn("render() called without a render_mode; pass render_mode='ansi' or 'rgb_array'")
+            return None
+        from geopipe_env import render
+
+        if self.render_mode == "ansi":
+            return render.render_ansi(self)
+        return render.render_rgb(self)
+
+    # ------------------------------------------------------------------ dynamics
+    def _wait(self) -> None:
+        """Advance to the next event (or to the horizon), then on to the next decision."""
+        sim = self.sim
+        if sim.next_event_s() > self.scenario.horizon_s:
+            sim.advance_to(self.scenario.horizon_s)
+            self.truncated = True
+            self._set_mask_empty()
+            return
+        sim.step_event()
+        self._advance_until_decision()
+
+    def _advance_until_decision(self) -> None:
+        sim = self.sim
+        while True:
+            if sim.done:
+                self.terminated = True
+                self._set_mask_empty()
+                return
+            if sim.waiting and self._compute_candidates():
+                return
+            if sim.next_event_s() > self.scenario.horizon_s:
+                sim.advance_to(self.scenario.horizon_s)
+                self.truncated = True
+                self._set_mask_empty()
+                return
+            sim.step_event()
+
+    def _set_mask_empty(self) -> None:
+        self._cands = []
+        self._mask = np.zeros(self.action_space.n, dtype=bool)
+
+    def _compute_candidates(self) -> bool:
+        """Fill the candidate table and mask for the visible queue; True if any launch is possible."""
+        sim = self.sim
+        ctx = PlacementContext(sim)
+        mask = np.zeros(self.action_space.n, dtype=bool)
+        table: list[list[CandidateInfo | None]] = []
+        for slot, jid in enumerate(sim.waiting[: self.queue_slots]):
+            job = self.world.jobs[jid]
+            row: list[CandidateInfo | None] = []
+            for k, placement in enumerate(candidates(ctx, job)):
+                info = None
+                if placement is not None:
+                    est = ctx.estimate(job, placement)
+                    if np.isfinite(est.duration_s):
+                        info = CandidateInfo(
+                            placement, est.iteration_s, est.duration_s, ctx.cost_usd(job, placement),
+                            ctx.carbon_kg(job, placement), est.rate_gbps, est.demand_gbps, est.stalled,
+                        )
+                        mask[slot * self.num_strategies + k] = True
+                row.append(info)
+            table.append(row)
+        any_launch = bool(mask.any())
+        mask[self.wait_action] = True
+        self._cands, self._mask = table, mask
+        return any_launch
+
+    def _isolated_energy_kwh(self, job) -> float:
+        w = self.world
+        busy = job.num_microbatches * (1.0 + pipeline.BACKWARD_TO_FORWARD) * job.forward_s / job.isolated_iteration_s
+        per_gpu_w = (w.idle_watts + np.minimum(busy, 1.0) * (w.busy_watts - w.idle_watts)) * w.pue
+        watts = float(np.median(per_gpu_w[job.fits])) * job.num_gpus
+        return watts / WATTS_PER_KW * job.isolated_duration_s / SECONDS_PER_HOUR
+
+    # ------------------------------------------------------------------ outputs
+    def _observe(self) -> dict[str, np.ndarray]:
+        return self.encoder.encode(self.sim, self.sim.waiting, self._cands)
+
+    def _info(self) -> dict[str, Any]:
+        sim = self.sim
+        return {
+            "action_mask": self._mask.copy(),
+            "time_h": sim.now_s / SECONDS_PER_HOUR,
+            "waiting": len(sim.waiting),
+            "running": len(sim.running),
+            "cost_usd": sim.cost_usd,
+        }
+
+    def candidate(self, slot: int, strategy: int) -> CandidateInfo | None:
+        """The candidate behind action ``slot·K + strategy`` at the current decision (None if masked)."""
+        if slot >= len(self._cands):
+            return None
+        return self._cands[slot][strategy]
+
+    def episode_metrics(self) -> dict[str, float]:
+        """DESIGN §7 metrics of the episode so far (finished jobs only for JCT statistics)."""
+        sim, w = self.sim, self.world
+        done = sim.status == JobStatus.DONE
+        arrival = np.array([j.arrival_s for j in w.jobs])
+        jct = (sim.finish_s - arrival)[done]
+        started = ~np.isnan(sim.start_s)
+        wait = (sim.start_s - arrival)[started]
+        lower = np.array([j.lower_bound_s for j in w.jobs])
+        lb_energy = sum(j.lower_bound_energy_kwh for j in w.jobs)
+        horizon_hours = int(np.ceil(self.scenario.horizon_s / SECONDS_PER_HOUR))
+        makespan = float(np.nanmax(sim.finish_s)) if done.any() else sim.now_s
+        total_gpu_s = float(w.num_gpus.sum()) * max(sim.now_s, 1e-9)
+        hours = lambda x: float(x) / SECONDS_PER_HOUR  # noqa: E731
+        return {
+            "avg_jct_h": hours(jct.mean()) if jct.size else float("nan"),
+            "p50_jct_h": hours(np.percentile(jct, 50)) if jct.size else float("nan"),
+            "p95_jct_h": hours(np.percentile(jct, 95)) if jct.size else float("nan"),
+            "avg_wait_h": hours(wait.mean()) if wait.size else float("nan"),
+            "avg_slowdown": float((jct / lower[done]).mean()) if jct.size else float("nan"),
+            "makespan_h": hours(makespan),
+            "total_cost_usd": sim.cost_usd,
+            "energy_kwh": sim.energy_kwh,
+            "carbon_kg": sim.carbon_kg,
+            "gpu_utilization": sim.gpu_seconds / total_gpu_s,
+            "wan_traffic_tb": sim.wan_bytes / BYTES_PER_TB,
+            "stalled_job_fraction": float(sim.ever_stalled[started].mean()) if started.any() else 0.0,
+            "jobs_completed": int(done.sum()),
+            "invalid_actions": self.invalid_actions,
+            "jct_lower_bound_h": hours(lower.mean()),
+            "cost_lower_bound_usd": lb_energy * float(w.price.values[:, :horizon_hours].min()),
+        }
+
+
+def _as_action(action) -> int:
+    """An int from a Python or numpy integer (0-d or single-element array); TypeError otherwise."""
+    if isinstance(action, (bool, np.bool_)):
+        raise TypeError(f"action must be an integer, got {type(action).__name__}")
+    if isinstance(action, (int, np.integer)):
+        return int(action)
+    if isinstance(action, np.ndarray) and action.size == 1 and np.issubdtype(action.dtype, np.integer):
+        return int(action.reshape(()))
+    raise TypeError(f"action must be an integer (int, numpy integer or 1-element integer array), got {action!r}")

@@ -1,0 +1,247 @@
+"""Layer 4: per-episode world sampling (Jumanji-style generator).
+
+``sample_world(scenario, rng)`` turns a frozen :class:`Scenario` into a :class:`World`: the episode's regions after
+randomisation, its price and carbon series aligned to episode time, and its jobs with everything the simulator
+needs precomputed (K*, iterations, per-region stage times, memory fit, lower bounds). All randomness comes from
+the ``rng`` argument, which the env seeds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from geopipe_env.physics import pipeline
+from geopipe_env.physics.energy import HourlyIntegral
+from geopipe_env.scenario import HOURS_PER_YEAR, Scenario
+from geopipe_env.units import BITS_PER_BYTE, BITS_PER_GBIT, SECONDS_PER_HOUR
+
+DAYS_PER_YEAR = 365
+JOULES_PER_KWH = 3.6e6
+HORIZON_MARGIN_H = 2  # series run a little past the horizon so that lookups at t = horizon stay in range
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Job:
+    """One job of an episode, with its physics precomputed.
+
+    Per-region arrays are indexed by region; a region whose GPU cannot hold a stage of this job has
+    ``fits[r] == False``.
+    """
+
+    job_id: int
+    arrival_s: float
+    model: str
+    dataset: str
+    params: float
+    layers: int
+    hidden: int
+    micro_batch_size: int
+    seq_len: int
+    num_microbatches: int
+    gpus_per_stage: int
+    iterations: int
+    num_stages: int  # K*
+    activation_bytes: float
+    forward_s: np.ndarray  # (R,) forward time of one stage per micro-batch on region r's GPUs
+    fits: np.ndarray  # (R,) bool
+    isolated_iteration_s: float  # on the reference placement used for K*
+    lower_bound_s: float  # duration alone on an empty world, on a relaxed best placement
+    lower_bound_energy_kwh: float
+
+    @property
+    def num_gpus(self) -> int:
+        return self.num_stages * self.gpus_per_stage
+
+    @property
+    def isolated_duration_s(self) -> float:
+        return self.iterations * self.isolated_iteration_s
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class World:
+    """An episode's world: the scenario after randomisation, and its jobs."""
+
+    scenario: Scenario
+    num_gpus: np.ndarray  # (R,) int
+    bandwidth_gbps: np.ndarray  # (R, R) nominal capacity before background traffic; 0 = no link
+    latency_s: np.ndarray  # (R, R)
+    start_hour: int  # hour of 2023 at episode t = 0
+    price: HourlyIntegral  # (R, H) USD/kWh
+    carbon: HourlyIntegral  # (R, H) g/kWh
+    jobs: tuple[Job, ...]
+    tflops: np.ndarray  # (R,)
+    busy_watts: np.ndarray  # (R,)
+    idle_watts: np.ndarray  # (R,)
+    pue: np.ndarray  # (R,)
+
+    @property
+    def num_regions(self) -> int:
+        return self.num_gpus.shape[0]
+
+    @property
+    def horizon_s(self) -> float:
+        return self.scenario.horizon_s
+
+
+def _reference_link(bandwidth_gbps: np.ndarray, latency_s: np.ndarray, intra_bw: float, intra_lat: float) -> tuple[float, float]:
+    """The median inter-region link (bandwidth, latency): K*'s reference boundary; intra-region if there is none."""
+    mask = bandwidth_gbps > 0
+    np.fill_diagonal(mask, False)
+    if not mask.any():
+        return intra_bw, intra_lat
+    return float(np.median(bandwidth_gbps[mask])), float(np.median(latency_s[mask]))
+
+
+def _sample_arrivals(scenario: Scenario, rng: np.random.Generator) -> list[tuple[float, object, object, int | None]]:
+    """(arrival_s, model, dataset, iterations) per job."""
+    wl = scenario.workload
+    if wl.arrival.process == "trace":
+        rows = wl.trace[: wl.num_jobs]
+        return [(r.submit_time_s, r.model, r.dataset, r.iterations) for r in rows]
+    if wl.arrival.process == "poisson":
+        times = np.cumsum(rng.exponential(wl.arrival.mean_interarrival_s, size=wl.num_jobs))
+    else:
+        times = np.zeros(wl.num_jobs)
+    model_idx = rng.integers(0, len(wl.models), size=wl.num_jobs)
+    data_idx = rng.integers(0, len(wl.datasets), size=wl.num_jobs)
+    return [(float(t), wl.models[m], wl.datasets[d], None) for t, m, d in zip(times, model_idx, data_idx)]
+
+
+def sample_world(scenario: Scenario, rng: np.random.Generator) -> World:
+    """Draw one episode's world from ``scenario`` using ``rng`` only."""
+    regions = scenario.regions
+    net = scenario.network
+    rand = scenario.randomize
+    bw_scale = rng.uniform(*rand.bandwidth_scale) if rand.bandwidth_scale else 1.0
+    gpu_scale = rng.uniform(*rand.gpu_scale) if rand.gpu_scale else 1.0
+    num_gpus = np.array([max(1, int(round(r.num_gpus * gpu_scale))) for r in regions], dtype=np.int64)
+    bandwidth = net.bandwidth_gbps * bw_scale
+    latency = net.latency_s.copy()
+    start_hour = scenario.start_hour if scenario.start_hour is not None else int(rng.integers(0, DAYS_PER_YEAR)) * 24
+    num_hours = int(math.ceil(scenario.horizon_s / SECONDS_PER_HOUR)) + HORIZON_MARGIN_H
+    price = np.stack([r.price_usd_per_kwh.window(start_hour, num_hours) for r in regions])
+    carbon = np.stack(
+        [r.carbon_g_per_kwh.window(start_hour, num_hours) if r.carbon_g_per_kwh else np.zeros(num_hours) for r in regions]
+    )
+    tflops = np.array([r.gpu.tflops for r in regions])
+    memory = np.array([r.gpu.memory_gb for r in regions])
+    busy = np.array([r.gpu.busy_watts for r in regions])
+    idle = np.array([r.gpu.idle_watts for r in regions])
+    pue = np.array([r.pue for r in regions])
+    intra_bw, intra_lat = net.intra_bandwidth_gbps, net.intra_latency_s
+    ref_bw, ref_lat = _reference_link(bandwidth, latency, intra_bw, intra_lat)
+    best_bw = max(intra_bw, float(bandwidth.max(initial=0.0)))
+    wan = bandwidth > 0
+    best_lat = min(intra_lat, float(latency[wan].min())) if wan.any() else intra_lat
+
+    components = connected_components(bandwidth)
+    schedule = scenario.pipeline_schedule
+    jobs = []
+    for job_id, (arrival_s, model, dataset, iterations) in enumerate(_sample_arrivals(scenario, rng)):
+        jobs.append(
+            _make_job(
+                job_id, arrival_s, model, dataset, iterations, scenario, num_gpus, tflops, memory, busy, idle, pue,
+                ref_bw, ref_lat, best_bw, best_lat, schedule, components,
+            )
+        )
+    return World(
+        scenario=scenario,
+        num_gpus=num_gpus,
+        bandwidth_gbps=bandwidth,
+        latency_s=latency,
+        start_hour=start_hour,
+        price=HourlyIntegral(price),
+        carbon=HourlyIntegral(carbon),
+        jobs=tuple(jobs),
+        tflops=tflops,
+        busy_watts=busy,
+        idle_watts=idle,
+        pue=pue,
+    )
+
+
+def _make_job(
+    job_id, arrival_s, model, dataset, iterations, scenario, num_gpus, tflops, memory, busy, idle, pue,
+    ref_bw, ref_lat, best_bw, best_lat, schedule, components,
+) -> Job:
+    wl = scenario.workload
+    b, s, m, g = wl.micro_batch_size, wl.seq_len, wl.num_microbatches, wl.gpus_per_stage
+    if iterations is None:
+        iterations = pipeline.iterations_for(dataset.tokens, wl.epochs, b, s, m)
+    # K* on the GPU type that holds the most GPUs among those the model fits (ties: more memory, then faster).
+    candidates = []
+    for r in range(len(num_gpus)):
+        k_min = pipeline.min_feasible_stages(model.params, model.layers, model.hidden, b, s, m, memory[r], g, schedule)
+        if k_min is not None:
+            same_type = (memory == memory[r]) & (tflops == tflops[r])
+            candidates.append((int(num_gpus[same_type].sum()), memory[r], tflops[r], r))
+    ref_region = max(candidates)[3]
+    # Never ask for more GPUs than one connected group of regions with enough memory holds.
+    big_enough = memory >= memory[ref_region]
+    room = max(int(num_gpus[comp & big_enough].sum()) for comp in components) // g
+    max_stages = room if wl.max_stages is None else min(wl.max_stages, room)
+    k_star = pipeline.optimal_stages(
+        model.params, model.layers, model.hidden, b, s, m, tflops[ref_region], memory[ref_region], scenario.mfu,
+        ref_bw, ref_lat, g, schedule, max_stages,
+    )
+    if k_star is None:
+        raise ValueError(f"job {job_id} ({model.name}) fits no connected group of regions in this episode")
+    stage_bytes = pipeline.stage_memory_bytes(model.params, model.layers, model.hidden, k_star, b, s, m, schedule)
+    fits = np.array([pipeline.fits_memory(stage_bytes, memory[r], g) for r in range(len(num_gpus))])
+    forward = np.array(
+        [pipeline.forward_time_s(model.params, k_star, b, s, tflops[r], scenario.mfu, g) for r in range(len(num_gpus))]
+    )
+    act = pipeline.activation_bytes(b, s, model.hidden)
+    ref_x = act * BITS_PER_BYTE / (ref_bw * BITS_PER_GBIT)
+    isolated = float(pipeline.uniform_iteration_time_s(forward[ref_region], k_star, ref_x, ref_lat, m, schedule))
+    # Lower bound: every stage on the fastest GPU it fits, every boundary on the best link (monotone model).
+    fastest = float(forward[fits].min())
+    best_x = act * BITS_PER_BYTE / (best_bw * BITS_PER_GBIT)
+    lb_iter = float(pipeline.uniform_iteration_time_s(fastest, k_star, best_x, best_lat, m, schedule))
+    stage_energy_j = (idle * lb_iter + (busy - idle) * m * (1.0 + pipeline.BACKWARD_TO_FORWARD) * forward) * pue * g  # per stage per iteration
+    lb_energy_kwh = float(stage_energy_j[fits].min()) * k_star * iterations / JOULES_PER_KWH
+    return Job(
+        job_id=job_id,
+        arrival_s=float(arrival_s),
+        model=model.name,
+        dataset=dataset.name if dataset is not None else "trace",
+        params=model.params,
+        layers=model.layers,
+        hidden=model.hidden,
+        micro_batch_size=b,
+        seq_len=s,
+        num_microbatches=m,
+        gpus_per_stage=g,
+        iterations=int(iterations),
+        num_stages=int(k_star),
+        activation_bytes=act,
+        forward_s=forward,
+        fits=fits,
+        isolated_iteration_s=isolated,
+        lower_bound_s=iterations * lb_iter,
+        lower_bound_energy_kwh=lb_energy_kwh,
+    )
+
+
+def connected_components(bandwidth_gbps: np.ndarray) -> list[np.ndarray]:
+    """Groups of regions joined by links (either direction), as (R,) bool masks."""
+    n = bandwidth_gbps.shape[0]
+    linked = (bandwidth_gbps > 0) | (bandwidth_gbps.T > 0)
+    seen = np.zeros(n, dtype=bool)
+    groups = []
+    for start in range(n):
+        if seen[start]:
+            continue
+        group = np.zeros(n, dtype=bool)
+        frontier = [start]
+        group[start] = seen[start] = True
+        while frontier:
+            r = frontier.pop()
+            for nxt in np.flatnonzero(linked[r] & ~seen):
+                seen[nxt] = group[nxt] = True
+                frontier.append(int(nxt))
+        groups.append(group)
+    return groups

@@ -1,0 +1,1029 @@
+"""Layer 2: load a scenario file (YAML, schema v1) into a validated, frozen :class:`Scenario`.
+
+The schema is documented in the README ("Scenario files") (DESIGN §8 plus documented extensions). All checks happen
+here, at load time: a bad file raises :class:`ScenarioError`, naming the offending key path and what was
+expected, and never fails later inside the simulator.
+
+Unit conversions on load: ``horizon_h`` → seconds, ``latency_ms`` (one-way) → seconds,
+``mean_interarrival_h`` → seconds, bundled prices USD/MWh → USD/kWh, ``start_utc`` → hour of 2023.
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import math
+import numbers
+import os
+import re
+from collections.abc import Iterable, Sequence
+from datetime import date, datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import numpy as np
+import yaml
+
+from geopipe_env import bundled
+from geopipe_env.catalog import DATASET_CATALOG, GPU_CATALOG, MODEL_CATALOG, DatasetSpec, GpuType, ModelSpec
+from geopipe_env.physics.pipeline import ONE_F_ONE_B, SCHEDULES, min_feasible_stages
+from geopipe_env.scenario import (
+    MAX_BACKGROUND_FRACTION,
+    ArrivalSpec,
+    BackgroundTraffic,
+    HourlySeries,
+    NetworkSpec,
+    RandomizeSpec,
+    RegionSpec,
+    Scenario,
+    TraceJob,
+    WorkloadSpec,
+)
+from geopipe_env.units import SECONDS_PER_MS, seconds_from_hours
+
+SCHEMA_VERSION = 1
+SCENARIO_DIR = Path(__file__).parent / "data" / "scenarios"
+REFERENCE_YEAR = 2023  # the year of the bundled hourly series; start_utc maps any year onto it
+DEFAULT_START_UTC = "2023-01-01T00:00Z"
+DEFAULT_MFU = 0.4  # DESIGN §3; state-of-the-art large-scale MFU is 40–50% (PAPERS.md §5)
+DEFAULT_PUE = 1.0  # the paper does not model cooling (PAPERS.md §1.5)
+DEFAULT_INTER_LATENCY_MS = 50.0  # endpoint_mean pairs without a latency: mid-range of 30–100 ms (CrossPipe)
+DEFAULT_INTRA_BANDWIDTH_GBPS = 100.0  # DT-FM's within-instance figure (PAPERS.md §5)
+DEFAULT_INTRA_LATENCY_MS = 0.05  # DESIGN §8 example
+DEFAULT_BACKGROUND_PERIOD_H = 24.0  # diurnal
+RULES = ("endpoint_mean", "matrix")
+ARRIVAL_PROCESSES = ("batch", "poisson", "trace")
+TRACE_COLUMNS = ("submit_time_s", "model", "dataset", "iterations")
+NUM_LISTED_CHOICES = 8  # how many valid names an error message lists before "…"
+
+_MISSING = object()
+
+
+class ScenarioError(ValueError):
+    """A scenario file (or dict) that does not follow the schema.
+
+    Attributes:
+        key_path: where the problem is, e.g. ``"regions[1].num_gpus"``, ``"network.matrix.eu-west.us-east"``;
+            for a file that cannot be read or parsed, the file's path.
+    """
+
+    def __init__(self, key_path: str, problem: str, expected: str) -> None:
+        self.key_path = key_path
+        self.problem = problem
+        self.expected = expected
+        super().__init__(f"{key_path}: {problem}; expected {expected}")
+
+    def __reduce__(self):
+        # Keep the error picklable (e.g. raised inside a SubprocVecEnv worker) despite the 3-argument __init__.
+        return type(self), (self.key_path, self.problem, self.expected)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Typed reading with key paths
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _join(path: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else key
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, str):
+        return f"the string {value!r}"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    return repr(value)
+
+
+def _choices(names: Iterable[str]) -> str:
+    names = list(names)
+    shown = ", ".join(names[:NUM_LISTED_CHOICES])
+    return shown + (f", … ({len(names)} in total)" if len(names) > NUM_LISTED_CHOICES else "")
+
+
+def _suggest(word: Any, names: Iterable[str]) -> str:
+    names = list(names)
+    match = difflib.get_close_matches(str(word), names, n=1)
+    if not match:
+        folded = {n.casefold(): n for n in names}
+        match = [folded[str(word).casefold()]] if str(word).casefold() in folded else []
+    return f" (did you mean {match[0]!r}?)" if match else ""
+
+
+def _range_text(minimum: float | None, exclusive: bool, maximum: float | None) -> str:
+    parts = []
+    if minimum is not None:
+        parts.append(f"{'>' if exclusive else '>='} {minimum:g}")
+    if maximum is not None:
+        parts.append(f"<= {maximum:g}")
+    return " and ".join(parts)
+
+
+def _check_number(
+    value: Any, path: str, minimum: float | None = None, exclusive: bool = False, maximum: float | None = None
+) -> float:
+    """A finite real number (never a bool) within the given bounds."""
+    bounds = _range_text(minimum, exclusive, maximum)
+    expected = "a finite number" + (f" {bounds}" if bounds else "")
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ScenarioError(path, f"got {_describe(value)}", expected)
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise ScenarioError(path, f"got {number}", expected)
+    too_low = minimum is not None and (number <= minimum if exclusive else number < minimum)
+    if too_low or (maximum is not None and number > maximum):
+        raise ScenarioError(path, f"got {number:g}", expected)
+    return number
+
+
+def _check_integer(value: Any, path: str, minimum: int | None = 1) -> int:
+    """An integer (never a bool or a float) of at least ``minimum``."""
+    expected = "an integer" + (f" >= {minimum}" if minimum is not None else "")
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ScenarioError(path, f"got {_describe(value)}", expected)
+    if minimum is not None and value < minimum:
+        raise ScenarioError(path, f"got {int(value)}", expected)
+    return int(value)
+
+
+def _check_string(value: Any, path: str, choices: Sequence[str] | None = None) -> str:
+    expected = f"one of {_choices(choices)}" if choices else "a non-empty string"
+    if not isinstance(value, str) or not value.strip():
+        raise ScenarioError(path, f"got {_describe(value)}", expected)
+    if choices and value not in choices:
+        raise ScenarioError(path, f"unknown value {value!r}{_suggest(value, choices)}", expected)
+    return value
+
+
+class _Section:
+    """A mapping from the file, with its key path; rejects unknown keys on construction."""
+
+    def __init__(self, value: Any, path: str, allowed: Sequence[str]) -> None:
+        if not isinstance(value, dict):
+            raise ScenarioError(
+                path or "<root>", f"got {_describe(value)}", f"a mapping with keys {', '.join(allowed)}"
+            )
+        for key in value:
+            if not isinstance(key, str) or key not in allowed:
+                raise ScenarioError(
+                    _join(path, str(key)), f"unknown key{_suggest(key, allowed)}", f"one of {', '.join(allowed)}"
+                )
+        self.data = value
+        self.path = path
+
+    def at(self, key: str) -> str:
+        return _join(self.path, key)
+
+    def has(self, key: str) -> bool:
+        """Whether the key is given; an explicit ``null`` counts as not given (use the default)."""
+        return self.data.get(key) is not None
+
+    def raw(self, key: str, default: Any = _MISSING, what: str = "a value") -> Any:
+        if self.has(key):
+            return self.data[key]
+        if default is _MISSING:
+            raise ScenarioError(self.at(key), "got null" if key in self.data else "missing", what)
+        return default
+
+    def number(
+        self,
+        key: str,
+        default: Any = _MISSING,
+        minimum: float | None = None,
+        exclusive: bool = False,
+        maximum: float | None = None,
+    ) -> float:
+        if not self.has(key) and default is not _MISSING:
+            return default
+        bounds = _range_text(minimum, exclusive, maximum)
+        value = self.raw(key, what="a finite number" + (f" {bounds}" if bounds else ""))
+        return _check_number(value, self.at(key), minimum, exclusive, maximum)
+
+    def integer(self, key: str, default: Any = _MISSING, minimum: int | None = 1) -> int:
+        if not self.has(key) and default is not _MISSING:
+            return default
+        value = self.raw(key, what="an integer" + (f" >= {minimum}" if minimum is not None else ""))
+        return _check_integer(value, self.at(key), minimum)
+
+    def string(self, key: str, default: Any = _MISSING, choices: Sequence[str] | None = None) -> str:
+        if not self.has(key) and default is not _MISSING:
+            return default
+        value = self.raw(key, what=f"one of {_choices(choices)}" if choices else "a non-empty string")
+        return _check_string(value, self.at(key), choices)
+
+    def boolean(self, key: str, default: bool) -> bool:
+        if not self.has(key):
+            return default
+        value = self.data[key]
+        if not isinstance(value, bool):
+            raise ScenarioError(self.at(key), f"got {_describe(value)}", "true or false")
+        return value
+
+    def section(self, key: str, allowed: Sequence[str], required: bool = False) -> _Section | None:
+        if not self.has(key):
+            if required:
+                raise ScenarioError(self.at(key), "missing", f"a mapping with keys {', '.join(allowed)}")
+            return None
+        return _Section(self.data[key], self.at(key), allowed)
+
+    def items(self, key: str, what: str, allow_empty: bool = False) -> list[tuple[str, Any]]:
+        """The elements of a list under ``key``, each with its key path."""
+        value = self.raw(key, what=f"a list of {what}")
+        if not isinstance(value, list):
+            raise ScenarioError(self.at(key), f"got {_describe(value)}", f"a list of {what}")
+        if not value and not allow_empty:
+            raise ScenarioError(self.at(key), "the list is empty", f"at least one entry: {what}")
+        return [(_join(self.at(key), i), item) for i, item in enumerate(value)]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Public entry points
+# ---------------------------------------------------------------------------------------------------------
+
+
+def builtin_names() -> tuple[str, ...]:
+    """Names of the scenarios shipped in ``geopipe_env/data/scenarios/`` (file stems), sorted."""
+    return tuple(sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml")))
+
+
+def load_builtin(name: str) -> Scenario:
+    """Load a shipped scenario by name, e.g. ``"geopipe-v0"`` or ``"paper"``."""
+    names = builtin_names()
+    if name not in names:
+        raise ScenarioError(
+            str(name), f"no built-in scenario of that name{_suggest(name, names)}", f"one of {_choices(names)}"
+        )
+    return load_scenario(SCENARIO_DIR / f"{name}.yaml")
+
+
+def load_scenario(source: str | os.PathLike | dict) -> Scenario:
+    """Build a validated :class:`Scenario` from a YAML file path or an already-parsed dict.
+
+    Relative paths inside the scenario (a trace CSV) are resolved against the YAML file's folder, or against
+    the working directory for a dict.
+
+    Raises:
+        ScenarioError: the one exception type for any bad input, naming the offending key path.
+    """
+    if isinstance(source, dict):
+        return _build(source, base_dir=Path.cwd(), default_name="scenario")
+    if not isinstance(source, (str, os.PathLike)):
+        raise ScenarioError("<source>", f"got {_describe(source)}", "a path to a YAML file or a dict")
+    path = Path(source)
+    return _build(_read_yaml(path), base_dir=path.parent, default_name=path.stem)
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """A safe YAML loader that rejects duplicate mapping keys instead of silently keeping the last one."""
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    loader.flatten_mapping(node)
+    seen: set = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        try:
+            duplicate = key in seen
+            seen.add(key)
+        except TypeError:  # an unhashable key: the base constructor reports it
+            continue
+        if duplicate:
+            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+# PyYAML follows YAML 1.1, which reads ``1e6`` and ``2.0e8`` as strings; accept them as floats, as YAML 1.2 does.
+_StrictLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."),
+)
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ScenarioError(str(path), "file not found", "a path to a scenario YAML file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError(str(path), f"cannot read the file ({exc})", "a readable UTF-8 YAML file") from None
+    try:
+        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ScenarioError(str(path), f"malformed YAML{where}: {problem}", "valid YAML (schema v1)") from None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Building the scenario
+# ---------------------------------------------------------------------------------------------------------
+
+_TOP_KEYS = (
+    "version",
+    "name",
+    "horizon_h",
+    "start_utc",
+    "mfu",
+    "pipeline_schedule",
+    "bill_idle_capacity",
+    "gpus",
+    "regions",
+    "network",
+    "workload",
+    "randomize",
+    "objective",
+)
+
+
+def _build(data: Any, base_dir: Path, default_name: str) -> Scenario:
+    root = _Section(data, "", _TOP_KEYS)
+    if root.has("version"):
+        _check_integer(root.data["version"], "version", minimum=None)
+        if root.data["version"] != SCHEMA_VERSION:
+            raise ScenarioError(
+                "version", f"got {root.data['version']}", f"{SCHEMA_VERSION} (this loader reads schema v1)"
+            )
+    name = root.string("name", default=default_name)
+    horizon_h = root.number("horizon_h", minimum=0.0, exclusive=True)
+    start_hour = _start_hour(root.raw("start_utc", default=DEFAULT_START_UTC), "start_utc")
+    mfu = root.number("mfu", default=DEFAULT_MFU, minimum=0.0, exclusive=True, maximum=1.0)
+    schedule = root.string("pipeline_schedule", default=ONE_F_ONE_B, choices=SCHEDULES)
+    bill_idle = root.boolean("bill_idle_capacity", default=False)
+
+    gpu_types = _gpu_types(root)
+    network_section = root.section("network", _NETWORK_KEYS, required=True)
+    rule = network_section.string("rule", choices=RULES)
+    regions = _regions(root, gpu_types, rule)
+    network = _network(network_section, regions, rule)
+    workload, model_paths = _workload(root.section("workload", _WORKLOAD_KEYS, required=True), base_dir)
+    randomize = _randomize(root.section("randomize", ("bandwidth_scale", "gpu_scale")))
+    objective = root.section("objective", ("cost_weight",))
+    cost_weight = objective.number("cost_weight", default=1.0, minimum=0.0) if objective else 1.0
+
+    scenario = Scenario(
+        name=name,
+        horizon_s=seconds_from_hours(horizon_h),
+        start_hour=start_hour,
+        mfu=mfu,
+        regions=regions,
+        network=network,
+        workload=workload,
+        randomize=randomize,
+        cost_weight=cost_weight,
+        bill_idle_capacity=bill_idle,
+        pipeline_schedule=schedule,
+    )
+    _check_feasible(scenario, model_paths)
+    return scenario
+
+
+def _start_hour(value: Any, path: str) -> int | None:
+    """``"random"`` → None; an ISO 8601 UTC time → its hour of the 2023 calendar (month/day/hour kept)."""
+    expected = 'an ISO 8601 time on a whole hour such as "2023-03-01T00:00Z", or "random"'
+    if value == "random":
+        return None
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, date):
+        moment = datetime(value.year, value.month, value.day)
+    elif isinstance(value, str):
+        text = value.strip()
+        text = text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text
+        try:
+            moment = datetime.fromisoformat(text)
+        except ValueError:
+            raise ScenarioError(path, f"cannot parse {value!r}", expected) from None
+    else:
+        raise ScenarioError(path, f"got {_describe(value)}", expected)
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(timezone.utc).replace(tzinfo=None)
+    if (moment.minute, moment.second, moment.microsecond) != (0, 0, 0):
+        raise ScenarioError(path, f"{value!r} is not on a whole hour", expected)
+    if (moment.month, moment.day) == (2, 29):
+        raise ScenarioError(path, f"{value!r} is 29 February, which the 2023 series lacks", expected)
+    in_reference_year = moment.replace(year=REFERENCE_YEAR)
+    return int((in_reference_year - datetime(REFERENCE_YEAR, 1, 1)).total_seconds() // 3600)
+
+
+_GPU_FIELDS = ("tflops", "memory_gb", "busy_watts", "idle_watts")
+
+
+def _gpu_types(root: _Section) -> dict[str, GpuType]:
+    """The catalog merged with the scenario's ``gpus`` overrides, keyed by case-folded name."""
+    types = {key.casefold(): gpu for key, gpu in GPU_CATALOG.items()}
+    raw = root.raw("gpus", default={})
+    if not isinstance(raw, dict):
+        raise ScenarioError(
+            "gpus", f"got {_describe(raw)}", "a mapping from GPU name to {tflops, memory_gb, busy_watts, idle_watts}"
+        )
+    seen: dict[str, str] = {}
+    for key, spec in raw.items():
+        path = _join("gpus", str(key))
+        name = _check_string(key, path)
+        if name.casefold() in seen:
+            raise ScenarioError(
+                path, f"the same GPU as {seen[name.casefold()]!r} (names are case-insensitive)", "each GPU once"
+            )
+        seen[name.casefold()] = name
+        section = _Section(spec, path, _GPU_FIELDS)
+        base = types.get(name.casefold())
+        fields = {}
+        for field in _GPU_FIELDS:
+            if base is None or section.has(field):
+                fields[field] = section.number(field, minimum=0.0, exclusive=field != "idle_watts")
+            else:
+                fields[field] = getattr(base, field)
+        if fields["idle_watts"] > fields["busy_watts"]:
+            raise ScenarioError(
+                section.at("idle_watts"),
+                f"{fields['idle_watts']:g} W exceeds busy_watts {fields['busy_watts']:g} W",
+                "idle_watts <= busy_watts",
+            )
+        types[name.casefold()] = GpuType(base.name if base else name, **fields)
+    return types
+
+
+_REGION_KEYS = (
+    "id",
+    "gpu",
+    "num_gpus",
+    "access_bandwidth_gbps",
+    "pue",
+    "price_usd_per_kwh",
+    "price_market",
+    "carbon_g_per_kwh",
+    "carbon_zone",
+)
+
+
+def _regions(root: _Section, gpu_types: dict[str, GpuType], rule: str) -> tuple[RegionSpec, ...]:
+    regions = []
+    ids: dict[str, str] = {}
+    gpu_names = sorted({g.name for g in gpu_types.values()})
+    for path, item in root.items("regions", "region mappings {id, gpu, num_gpus, …}"):
+        section = _Section(item, path, _REGION_KEYS)
+        region_id = section.string("id")
+        if region_id in ids:
+            raise ScenarioError(
+                section.at("id"), f"duplicate region id {region_id!r} (also {ids[region_id]})", "unique region ids"
+            )
+        ids[region_id] = path
+        gpu_name = section.string("gpu")
+        if gpu_name.casefold() not in gpu_types:
+            raise ScenarioError(
+                section.at("gpu"),
+                f"unknown GPU type {gpu_name!r}{_suggest(gpu_name, gpu_names)}",
+                f"one of {_choices(gpu_names)}, or one defined under gpus",
+            )
+        if rule == "endpoint_mean":
+            access = section.number("access_bandwidth_gbps", minimum=0.0, exclusive=True)
+        else:
+            access = section.number("access_bandwidth_gbps", default=0.0, minimum=0.0)
+        regions.append(
+            RegionSpec(
+                id=region_id,
+                gpu=gpu_types[gpu_name.casefold()],
+                num_gpus=section.integer("num_gpus", minimum=1),
+                access_bandwidth_gbps=access,
+                pue=section.number("pue", default=DEFAULT_PUE, minimum=1.0),
+                price_usd_per_kwh=_price(section),
+                carbon_g_per_kwh=_carbon(section),
+            )
+        )
+    return tuple(regions)
+
+
+def _one_of(section: _Section, constant_key: str, series_key: str, required: bool) -> str | None:
+    """Which of the two keys is given; both is an error, and so is neither when ``required``."""
+    expected = f"exactly one of {constant_key} (a constant) or {series_key} (a bundled hourly series)"
+    if section.has(constant_key) and section.has(series_key):
+        raise ScenarioError(section.at(series_key), f"given together with {constant_key}", expected)
+    if section.has(constant_key):
+        return constant_key
+    if section.has(series_key):
+        return series_key
+    if required:
+        raise ScenarioError(section.at(constant_key), "missing", expected)
+    return None
+
+
+def _price(section: _Section) -> HourlySeries:
+    if _one_of(section, "price_usd_per_kwh", "price_market", required=True) == "price_usd_per_kwh":
+        return HourlySeries.constant(section.number("price_usd_per_kwh", minimum=0.0))
+    market = section.string("price_market")
+    markets = bundled.price_markets()
+    if market not in markets:
+        raise ScenarioError(
+            section.at("price_market"),
+            f"unknown market {market!r}{_suggest(market, markets)}",
+            f"a bundled market: {_choices(markets)}",
+        )
+    return bundled.price_series(market)
+
+
+def _carbon(section: _Section) -> HourlySeries | None:
+    which = _one_of(section, "carbon_g_per_kwh", "carbon_zone", required=False)
+    if which is None:
+        return None
+    if which == "carbon_g_per_kwh":
+        return HourlySeries.constant(section.number("carbon_g_per_kwh", minimum=0.0))
+    zone = section.string("carbon_zone")
+    zones = bundled.carbon_zones()
+    if zone not in zones:
+        raise ScenarioError(
+            section.at("carbon_zone"),
+            f"unknown carbon zone {zone!r}{_suggest(zone, zones)}",
+            f"a bundled zone: {_choices(zones)}",
+        )
+    return bundled.carbon_series(zone)
+
+
+_NETWORK_KEYS = ("rule", "matrix", "intra_region", "default_latency_ms", "background")
+_BACKGROUND_KEYS = ("mean_fraction", "amplitude_fraction", "period_h", "phase_h")
+
+
+def _network(section: _Section, regions: tuple[RegionSpec, ...], rule: str) -> NetworkSpec:
+    ids = [r.id for r in regions]
+    num_regions = len(ids)
+    bandwidth_gbps = np.zeros((num_regions, num_regions))  # (R, R); 0 = no link
+    latency_s = np.zeros((num_regions, num_regions))  # (R, R); 0 where there is no link
+    if rule == "endpoint_mean":
+        default_latency_s = (
+            section.number("default_latency_ms", default=DEFAULT_INTER_LATENCY_MS, minimum=0.0) * SECONDS_PER_MS
+        )
+        access = np.array([r.access_bandwidth_gbps for r in regions])
+        bandwidth_gbps = (access[:, None] + access[None, :]) / 2.0
+        latency_s = np.full((num_regions, num_regions), default_latency_s)
+        np.fill_diagonal(bandwidth_gbps, 0.0)
+        np.fill_diagonal(latency_s, 0.0)
+    elif section.has("default_latency_ms"):
+        raise ScenarioError(
+            section.at("default_latency_ms"), "has no effect under rule matrix", "latency_ms on every matrix pair"
+        )
+
+    entries = _matrix_entries(section, ids, rule)
+    if rule == "matrix" and num_regions > 1 and not section.has("matrix"):
+        raise ScenarioError(
+            section.at("matrix"),
+            "missing",
+            "a matrix of {bandwidth_gbps, latency_ms} per region pair under rule matrix",
+        )
+    for (i, j), (bw, lat) in entries.items():
+        # A pair given in one direction only holds for both; a pair given both ways keeps each direction.
+        for a, b in [(i, j)] if (j, i) in entries else [(i, j), (j, i)]:
+            latency_s[a, b] = lat
+            if bw is not None:
+                bandwidth_gbps[a, b] = bw
+
+    intra = section.section("intra_region", ("bandwidth_gbps", "latency_ms"))
+    intra_bw = (
+        intra.number("bandwidth_gbps", default=DEFAULT_INTRA_BANDWIDTH_GBPS, minimum=0.0, exclusive=True)
+        if intra
+        else DEFAULT_INTRA_BANDWIDTH_GBPS
+    )
+    intra_lat_ms = (
+        intra.number("latency_ms", default=DEFAULT_INTRA_LATENCY_MS, minimum=0.0) if intra else DEFAULT_INTRA_LATENCY_MS
+    )
+
+    background = None
+    bg = section.section("background", _BACKGROUND_KEYS)
+    if bg is not None:
+        background = BackgroundTraffic(
+            mean_fraction=bg.number("mean_fraction", minimum=0.0, maximum=MAX_BACKGROUND_FRACTION),
+            amplitude_fraction=bg.number(
+                "amplitude_fraction", default=0.0, minimum=0.0, maximum=MAX_BACKGROUND_FRACTION
+            ),
+            period_h=bg.number("period_h", default=DEFAULT_BACKGROUND_PERIOD_H, minimum=0.0, exclusive=True),
+            phase_h=bg.number("phase_h", default=0.0),
+        )
+    bandwidth_gbps.flags.writeable = False
+    latency_s.flags.writeable = False
+    return NetworkSpec(
+        rule=rule,
+        bandwidth_gbps=bandwidth_gbps,
+        latency_s=latency_s,
+        intra_bandwidth_gbps=intra_bw,
+        intra_latency_s=intra_lat_ms * SECONDS_PER_MS,
+        background=background,
+    )
+
+
+def _matrix_entries(section: _Section, ids: list[str], rule: str) -> dict[tuple[int, int], tuple[float | None, float]]:
+    """The pairs given under ``network.matrix``: (src, dst) index → (bandwidth_gbps or None, latency_s)."""
+    entries: dict[tuple[int, int], tuple[float | None, float]] = {}
+    if not section.has("matrix"):
+        return entries
+    matrix = section.data["matrix"]
+    path = section.at("matrix")
+    if not isinstance(matrix, dict):
+        raise ScenarioError(path, f"got {_describe(matrix)}", "a mapping {src: {dst: {bandwidth_gbps, latency_ms}}}")
+    pair_keys = ("bandwidth_gbps", "latency_ms") if rule == "matrix" else ("latency_ms",)
+    for src, row in matrix.items():
+        src_path = _join(path, str(src))
+        if src not in ids:
+            raise ScenarioError(
+                src_path, f"unknown region {src!r}{_suggest(src, ids)}", f"a region id: {_choices(ids)}"
+            )
+        if not isinstance(row, dict):
+            raise ScenarioError(src_path, f"got {_describe(row)}", "a mapping {dst: {bandwidth_gbps, latency_ms}}")
+        for dst, spec in row.items():
+            dst_path = _join(src_path, str(dst))
+            if dst not in ids:
+                raise ScenarioError(
+                    dst_path, f"unknown region {dst!r}{_suggest(dst, ids)}", f"a region id: {_choices(ids)}"
+                )
+            if dst == src:
+                raise ScenarioError(
+                    dst_path, "a link from a region to itself", "two different regions (use network.intra_region)"
+                )
+            if rule == "endpoint_mean" and isinstance(spec, dict) and "bandwidth_gbps" in spec:
+                raise ScenarioError(
+                    _join(dst_path, "bandwidth_gbps"),
+                    "a pair bandwidth under rule endpoint_mean (it is the mean of the access bandwidths)",
+                    "only latency_ms here, or rule: matrix",
+                )
+            pair = _Section(spec, dst_path, pair_keys)
+            bandwidth = pair.number("bandwidth_gbps", minimum=0.0, exclusive=True) if rule == "matrix" else None
+            latency = pair.number("latency_ms", minimum=0.0) * SECONDS_PER_MS
+            entries[(ids.index(src), ids.index(dst))] = (bandwidth, latency)
+    return entries
+
+
+_WORKLOAD_KEYS = (
+    "num_jobs",
+    "arrival",
+    "models",
+    "datasets",
+    "micro_batch_size",
+    "seq_len",
+    "num_microbatches",
+    "gpus_per_stage",
+    "epochs",
+    "max_stages",
+    "trace",
+)
+_MODEL_KEYS = ("name", "params_b", "layers", "hidden")
+_DATASET_KEYS = ("name", "tokens")
+
+
+def _workload(section: _Section, base_dir: Path) -> tuple[WorkloadSpec, dict[ModelSpec, str]]:
+    """The workload recipe, and for each model the key path that introduced it (for feasibility errors)."""
+    arrival = section.section("arrival", ("process", "mean_interarrival_h"), required=True)
+    process = arrival.string("process", choices=ARRIVAL_PROCESSES)
+    mean_interarrival_s = 0.0
+    if process == "poisson":
+        mean_interarrival_s = seconds_from_hours(arrival.number("mean_interarrival_h", minimum=0.0, exclusive=True))
+    elif arrival.has("mean_interarrival_h"):
+        raise ScenarioError(
+            arrival.at("mean_interarrival_h"), f"has no effect with process {process}", "it only with process: poisson"
+        )
+    is_trace = process == "trace"
+
+    models: list[tuple[str, ModelSpec]] = []
+    if section.has("models") or not is_trace:
+        items = section.items("models", "catalog keys or {name, params_b, layers, hidden}")
+        models = [(p, _model(m, p, default_name=f"model-{i}")) for i, (p, m) in enumerate(items)]
+    datasets: list[DatasetSpec] = []
+    if section.has("datasets") or not is_trace:
+        datasets = [_dataset(d, p) for p, d in section.items("datasets", "catalog keys or {name, tokens}")]
+
+    trace: tuple[TraceJob, ...] = ()
+    if is_trace:
+        rows = _trace(section.section("trace", ("csv",), required=True), base_dir, [m for _, m in models], datasets)
+        num_jobs = section.integer("num_jobs", default=len(rows))
+        if num_jobs > len(rows):
+            raise ScenarioError(
+                section.at("num_jobs"), f"{num_jobs} jobs but the trace has {len(rows)} rows", f"at most {len(rows)}"
+            )
+        rows = rows[:num_jobs]
+        trace = tuple(job for _, job in rows)
+        # Trace models and datasets missing from the lists are appended, in order of use.
+        for row_path, job in rows:
+            if job.model not in (m for _, m in models):
+                models.append((f"{row_path}.model", job.model))
+            if job.dataset is not None and job.dataset not in datasets:
+                datasets.append(job.dataset)
+    else:
+        if section.has("trace"):
+            raise ScenarioError(
+                section.at("trace"),
+                f"given with arrival process {process}",
+                "a trace only with arrival: {process: trace}",
+            )
+        num_jobs = section.integer("num_jobs")
+
+    workload = WorkloadSpec(
+        num_jobs=num_jobs,
+        arrival=ArrivalSpec(process=process, mean_interarrival_s=mean_interarrival_s),
+        models=tuple(m for _, m in models),
+        datasets=tuple(datasets),
+        micro_batch_size=section.integer("micro_batch_size", default=1),
+        seq_len=section.integer("seq_len", default=2048),
+        num_microbatches=section.integer("num_microbatches", default=32),
+        gpus_per_stage=section.integer("gpus_per_stage", default=1),
+        epochs=section.number("epochs", default=1.0, minimum=0.0, exclusive=True),
+        max_stages=section.integer("max_stages", default=None),
+        trace=trace,
+    )
+    model_paths: dict[ModelSpec, str] = {}
+    for path, model in models:
+        model_paths.setdefault(model, path)
+    return workload, model_paths
+
+
+def _model(item: Any, path: str, default_name: str) -> ModelSpec:
+    if isinstance(item, str):
+        key = item.casefold()
+        if key not in MODEL_CATALOG:
+            raise ScenarioError(
+                path,
+                f"unknown model {item!r}{_suggest(key, MODEL_CATALOG)}",
+                f"a catalog key ({_choices(MODEL_CATALOG)}) or {{params_b, layers, hidden}}",
+            )
+        return MODEL_CATALOG[key]
+    section = _Section(item, path, _MODEL_KEYS)
+    return ModelSpec(
+        name=section.string("name", default=default_name),
+        params_b=section.number("params_b", minimum=0.0, exclusive=True),
+        layers=section.integer("layers", minimum=1),
+        hidden=section.integer("hidden", minimum=1),
+    )
+
+
+def _dataset(item: Any, path: str) -> DatasetSpec:
+    if isinstance(item, str):
+        key = item.casefold()
+        if key not in DATASET_CATALOG:
+            raise ScenarioError(
+                path,
+                f"unknown dataset {item!r}{_suggest(key, DATASET_CATALOG)}",
+                f"a catalog key ({_choices(DATASET_CATALOG)}) or {{name, tokens}}",
+            )
+        return DATASET_CATALOG[key]
+    section = _Section(item, path, _DATASET_KEYS)
+    return DatasetSpec(
+        name=section.string("name"),
+        tokens=section.number("tokens", minimum=0.0, exclusive=True),
+        source="inline in the scenario file",
+    )
+
+
+def _lookup(name: str, listed: list, catalog: dict) -> Any:
+    """A trace's model / dataset name: the workload's own entries first (by name), then the catalog."""
+    for spec in listed:
+        if spec.name.casefold() == name.casefold():
+            return spec
+    return catalog.get(name.casefold())
+
+
+def _trace(
+    section: _Section, base_dir: Path, models: list[ModelSpec], datasets: list[DatasetSpec]
+) -> list[tuple[str, TraceJob]]:
+    """The trace CSV's rows as (key path, job), sorted by submission time (stable).
+
+    A row's key path is ``workload.trace.csv[i]`` with ``i`` its 0-based index among the file's non-blank data rows.
+    """
+    path = section.at("csv")
+    file = base_dir / section.string("csv")
+    expected_columns = "columns submit_time_s, model, and dataset or iterations"
+    try:
+        with open(file, newline="", encoding="utf-8-sig") as f:  # -sig: tolerate a spreadsheet's BOM
+            rows = list(csv.reader(f))
+    except FileNotFoundError:
+        raise ScenarioError(
+            path, f"file {str(file)!r} not found", "a CSV path relative to the scenario file's folder"
+        ) from None
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise ScenarioError(
+            path, f"cannot read {str(file)!r} ({exc})", f"a UTF-8 CSV with {expected_columns}"
+        ) from None
+    if not rows:
+        raise ScenarioError(path, f"{file.name} is empty", f"a header row with {expected_columns}")
+    header = [cell.strip() for cell in rows[0]]
+    for column in header:
+        if column not in TRACE_COLUMNS:
+            raise ScenarioError(
+                path, f"{file.name} has unknown column {column!r}{_suggest(column, TRACE_COLUMNS)}", expected_columns
+            )
+    missing = [c for c in ("submit_time_s", "model") if c not in header]
+    if not ("dataset" in header or "iterations" in header):
+        missing.append("dataset or iterations")
+    if missing:
+        raise ScenarioError(path, f"{file.name} lacks column(s) {', '.join(missing)}", expected_columns)
+    body = [(line, row) for line, row in enumerate(rows[1:], start=2) if any(cell.strip() for cell in row)]
+    if not body:
+        raise ScenarioError(path, f"{file.name} has no job rows", "at least one job row")
+
+    jobs = []
+    for index, (line, row) in enumerate(body):
+        row_path = f"{path}[{index}]"
+        where = f"{file.name} line {line}"
+        if len(row) != len(header):
+            raise ScenarioError(
+                row_path, f"{where} has {len(row)} cells for {len(header)} columns", "one cell per column"
+            )
+        cells = {column: cell.strip() for column, cell in zip(header, row, strict=True)}
+        try:
+            submit_time_s = float(cells["submit_time_s"])
+        except ValueError:
+            submit_time_s = math.nan
+        if not math.isfinite(submit_time_s) or submit_time_s < 0.0:
+            raise ScenarioError(
+                f"{row_path}.submit_time_s",
+                f"{where}: got {cells['submit_time_s']!r}",
+                "a finite number of seconds >= 0",
+            )
+        model = _lookup(cells["model"], models, MODEL_CATALOG) if cells["model"] else None
+        if model is None:
+            names = [m.name for m in models] + list(MODEL_CATALOG)
+            raise ScenarioError(
+                f"{row_path}.model",
+                f"{where}: unknown model {cells['model']!r}{_suggest(cells['model'], names)}",
+                f"a catalog key or a workload.models name: {_choices(names)}",
+            )
+        dataset_name, iterations_text = cells.get("dataset", ""), cells.get("iterations", "")
+        if bool(dataset_name) == bool(iterations_text):
+            raise ScenarioError(
+                row_path,
+                f"{where} gives {'both' if dataset_name else 'neither'} dataset and iterations",
+                "exactly one of dataset or iterations per row",
+            )
+        dataset, iterations = None, None
+        if dataset_name:
+            dataset = _lookup(dataset_name, datasets, DATASET_CATALOG)
+            if dataset is None:
+                names = [d.name for d in datasets] + list(DATASET_CATALOG)
+                raise ScenarioError(
+                    f"{row_path}.dataset",
+                    f"{where}: unknown dataset {dataset_name!r}{_suggest(dataset_name, names)}",
+                    f"one of {_choices(names)}",
+                )
+        else:
+            try:
+                iterations = int(iterations_text)
+            except ValueError:
+                iterations = 0
+            if iterations < 1:
+                raise ScenarioError(f"{row_path}.iterations", f"{where}: got {iterations_text!r}", "an integer >= 1")
+        jobs.append((row_path, TraceJob(submit_time_s, model, dataset, iterations)))
+    return sorted(jobs, key=lambda row: row[1].submit_time_s)
+
+
+def _randomize(section: _Section | None) -> RandomizeSpec:
+    if section is None:
+        return RandomizeSpec()
+    ranges = {}
+    for key in ("bandwidth_scale", "gpu_scale"):
+        if not section.has(key):
+            ranges[key] = None
+            continue
+        value, path = section.data[key], section.at(key)
+        if not isinstance(value, list) or len(value) != 2:
+            raise ScenarioError(path, f"got {_describe(value)}", "a list [low, high] of two positive numbers")
+        low, high = (_check_number(v, _join(path, i), minimum=0.0, exclusive=True) for i, v in enumerate(value))
+        if low > high:
+            raise ScenarioError(path, f"low {low:g} > high {high:g}", "[low, high] with low <= high")
+        ranges[key] = (low, high)
+    return RandomizeSpec(**ranges)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Cross-field feasibility: every job must be placeable on the world, or the file is rejected
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _components(scenario: Scenario) -> list[list[int]]:
+    """Region indices of each connected group of the (undirected) inter-region network."""
+    graph = nx.Graph(scenario.network.graph(scenario.region_ids))
+    index = {rid: i for i, rid in enumerate(scenario.region_ids)}
+    return [sorted(index[rid] for rid in group) for group in nx.connected_components(graph)]
+
+
+def _gpu_counts_to_check(scenario: Scenario) -> list[tuple[str, list[int]]]:
+    """GPU counts as given, and at the low end of ``randomize.gpu_scale`` (rounded as the generator does)."""
+    counts = [r.num_gpus for r in scenario.regions]
+    checks = [("", counts)]
+    if scenario.randomize.gpu_scale is not None:
+        low = scenario.randomize.gpu_scale[0]
+        checks.append(("randomize.gpu_scale", [max(1, int(round(n * low))) for n in counts]))
+    return checks
+
+
+def _check_feasible(scenario: Scenario, model_paths: dict[ModelSpec, str]) -> None:
+    """Reject a world in which some job of the workload could never be placed.
+
+    Fewer GPUs only make placement harder, so checking the low end of ``gpu_scale`` covers every episode.
+    """
+    gpus_per_stage = scenario.workload.gpus_per_stage
+    components = _components(scenario)
+    for scale_path, counts in _gpu_counts_to_check(scenario):
+        if gpus_per_stage > max(counts):
+            raise ScenarioError(
+                scale_path or "workload.gpus_per_stage",
+                f"{gpus_per_stage} GPUs per stage exceed the largest region's {max(counts)} GPUs",
+                "a stage that fits inside one region",
+            )
+        for model, model_path in model_paths.items():
+            _check_model(scenario, model, model_path, scale_path, counts, components)
+
+
+def _min_stages(scenario: Scenario, model: ModelSpec, memory_gb: float) -> int | None:
+    wl = scenario.workload
+    return min_feasible_stages(
+        model.params,
+        model.layers,
+        model.hidden,
+        wl.micro_batch_size,
+        wl.seq_len,
+        wl.num_microbatches,
+        memory_gb,
+        wl.gpus_per_stage,
+        scenario.pipeline_schedule,
+    )
+
+
+def _check_model(
+    scenario: Scenario,
+    model: ModelSpec,
+    model_path: str,
+    scale_path: str,
+    counts: list[int],
+    components: list[list[int]],
+) -> None:
+    """One model against the world, by the rule the generator uses to pick K*.
+
+    K* is sized on a reference GPU type (among the types that hold a stage, the one with the most GPUs; ties go
+    to more memory, then more TFLOPS) and may use at most the GPUs with at least that memory in one connected
+    group of regions. The job is placeable iff its minimum stage count on that type fits this room.
+    """
+    wl, regions = scenario.workload, scenario.regions
+    memory_gb = [r.gpu.memory_gb for r in regions]
+    min_stages = [_min_stages(scenario, model, m) for m in memory_gb]
+    if all(k is None for k in min_stages):
+        raise ScenarioError(
+            model_path,
+            f"model {model.name!r} ({model.params_b:g}B params) fits no GPU memory in this scenario, even at one "
+            f"stage per layer on the largest GPU ({max(memory_gb):g} GB) with b={wl.micro_batch_size}, "
+            f"s={wl.seq_len}, M={wl.num_microbatches} and {wl.gpus_per_stage} GPU(s) per stage",
+            "a model whose stages fit GPU memory (more gpus_per_stage, a smaller micro_batch_size or seq_len, "
+            "or a GPU with more memory)",
+        )
+    same_type = [
+        sum(
+            n
+            for n, o in zip(counts, regions, strict=True)
+            if (o.gpu.memory_gb, o.gpu.tflops) == (r.gpu.memory_gb, r.gpu.tflops)
+        )
+        for r in regions
+    ]
+    ref = max(
+        (same_type[i], regions[i].gpu.memory_gb, regions[i].gpu.tflops, i)
+        for i in range(len(regions))
+        if min_stages[i] is not None
+    )[3]
+    need_stages, ref_memory_gb = min_stages[ref], memory_gb[ref]
+    need_gpus = need_stages * wl.gpus_per_stage
+    eligible = [i for i in range(len(regions)) if memory_gb[i] >= ref_memory_gb]
+    total = sum(counts[i] for i in eligible)
+    if need_gpus > total:
+        raise ScenarioError(
+            scale_path or model_path,
+            f"model {model.name!r} needs at least {need_stages} stages × {wl.gpus_per_stage} GPU(s) = {need_gpus} "
+            f"GPUs of >= {ref_memory_gb:g} GB, but the scenario has {total}"
+            + (" at the low end of the GPU scale" if scale_path else ""),
+            f"at least {need_gpus} such GPUs in total",
+        )
+    if wl.max_stages is not None and need_stages > wl.max_stages:
+        raise ScenarioError(
+            "workload.max_stages",
+            f"{wl.max_stages} stages are too few for model {model.name!r}, which needs at least {need_stages} "
+            f"to fit {ref_memory_gb:g} GB GPUs",
+            f"max_stages >= {need_stages}",
+        )
+    room = max(sum(counts[i] for i in group if i in eligible) for group in components)
+    if need_gpus > room:
+        groups = "; ".join("[" + ", ".join(scenario.region_ids[i] for i in group) + "]" for group in components)
+        raise ScenarioError(
+            scale_path or "network.matrix",
+            f"the network splits into {len(components)} disconnected groups ({groups}) and model {model.name!r} "
+            f"needs {need_gpus} GPUs, more than any group has (at most {room})",
+            "matrix links that join enough regions for every job to fit inside one connected group",
+        )
+
+
+__all__ = ["ScenarioError", "builtin_names", "load_builtin", "load_scenario"]

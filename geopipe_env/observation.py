@@ -1,0 +1,182 @@
+"""Layer 6: the observation encoder (DESIGN §6).
+
+Every array is flat (1-D), as SB3's ``MultiInputPolicy`` expects; reshape with :func:`obs_layout` to recover the
+tables: ``regions`` (max_regions, 8), ``links`` (max_regions², 3) where row ``i·max_regions + j`` is link i→j,
+``queue`` (Q, 6), ``candidates`` (Q·K, 8) where row ``a = slot·K + k`` describes action ``a``, and ``global`` (7,).
+
+Every feature is scale-free (a ratio, a log-ratio or a normalised value) so that a policy trained on one
+scenario reads another with at most ``max_regions`` regions. Shapes are fixed; absent rows are zero with a zero
+``present`` flag.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from gymnasium import spaces
+
+from geopipe_env.generator import World
+from geopipe_env.simulator import ClusterSim, Placement
+from geopipe_env.physics import pipeline
+from geopipe_env.units import SECONDS_PER_HOUR, rate_gbps
+
+OBS_CLIP = 100.0
+FORECAST_H = 6  # the price forecast feature averages the next hours (perfect foresight of day-ahead prices)
+REGION_FEATURES = ("present", "free_gpu_fraction", "gpus_share", "price_now", "price_forecast", "carbon", "pue_excess", "link_utilization")
+LINK_FEATURES = ("capacity", "utilization", "latency")
+QUEUE_FEATURES = ("present", "stages_share", "log_isolated_duration", "log_bandwidth_demand", "waiting_time", "can_start")
+CANDIDATE_FEATURES = ("feasible", "log_iteration_vs_isolated", "log_duration", "cost", "wan_hops", "bandwidth_slack", "stalled", "carbon")
+GLOBAL_FEATURES = ("hour_sin", "hour_cos", "queue_beyond_window", "running_jobs", "gpu_utilization", "time_fraction", "mean_link_utilization")
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateInfo:
+    """What the env knows about one (queue slot, strategy) pair at a decision instant."""
+
+    placement: Placement
+    iteration_s: float
+    duration_s: float
+    cost_usd: float
+    carbon_kg: float
+    rate_gbps: float
+    demand_gbps: float
+    stalled: bool
+
+
+def obs_layout(max_regions: int, queue_slots: int, num_strategies: int) -> dict[str, tuple[int, ...]]:
+    """The table shape behind each flat observation key."""
+    return {
+        "regions": (max_regions, len(REGION_FEATURES)),
+        "links": (max_regions * max_regions, len(LINK_FEATURES)),
+        "queue": (queue_slots, len(QUEUE_FEATURES)),
+        "candidates": (queue_slots * num_strategies, len(CANDIDATE_FEATURES)),
+        "global": (len(GLOBAL_FEATURES),),
+    }
+
+
+def observation_space(max_regions: int, queue_slots: int, num_strategies: int) -> spaces.Dict:
+    layout = obs_layout(max_regions, queue_slots, num_strategies)
+    return spaces.Dict(
+        {
+            key: spaces.Box(-OBS_CLIP, OBS_CLIP, shape=(int(np.prod(shape)),), dtype=np.float32)
+            for key, shape in layout.items()
+        }
+    )
+
+
+def _normalise_prices(values: np.ndarray) -> np.ndarray:
+    """Prices relative to the regions' mean absolute price now (prices can be negative in real markets)."""
+    scale = max(float(np.abs(values).mean()), 1e-9)
+    return values / scale
+
+
+def _typical_demand_gbps(job) -> float:
+    """The job's no-stall rate per hop on a typical (median) GPU it fits: ``A·8 / (f + b)``."""
+    stage_s = (1.0 + pipeline.BACKWARD_TO_FORWARD) * float(np.median(job.forward_s[job.fits]))
+    return rate_gbps(job.activation_bytes, stage_s)
+
+
+class ObservationEncoder:
+    """Builds observations for one episode; per-episode constants are computed once in ``__init__``."""
+
+    def __init__(
+        self,
+        world: World,
+        max_regions: int,
+        queue_slots: int,
+        num_strategies: int,
+        t_ref_s: float,
+        c_ref_usd: float,
+        carbon_ref_kg: float,
+    ) -> None:
+        self.world = world
+        self.max_regions = max_regions
+        self.queue_slots = queue_slots
+        self.num_strategies = num_strategies
+        self.t_ref_s = t_ref_s
+        self.c_ref_usd = c_ref_usd
+        self.carbon_ref_kg = max(carbon_ref_kg, 1e-9)
+        n = world.num_regions
+        self.total_gpus = float(world.num_gpus.sum())
+        bw = world.bandwidth_gbps
+        self.max_bw = max(float(bw.max(initial=0.0)), 1e-9)
+        self.median_bw = float(np.median(bw[bw > 0])) if (bw > 0).any() else world.scenario.network.intra_bandwidth_gbps
+        lat = world.latency_s[bw > 0]
+        self.max_lat = max(float(lat.max()), 1e-9) if lat.size else 1.0
+        carbon_mean = float(np.abs(world.carbon.values).mean())
+        self.carbon_scale = carbon_mean if carbon_mean > 0 else 1.0
+        links = np.zeros((max_regions, max_regions, len(LINK_FEATURES)), dtype=np.float32)
+        links[:n, :n, 0] = bw / self.max_bw
+        links[:n, :n, 2] = np.where(bw > 0, world.latency_s / self.max_lat, 0.0)
+        self._links_static = links
+        regions = np.zeros((max_regions, len(REGION_FEATURES)), dtype=np.float32)
+        regions[:n, 0] = 1.0
+        regions[:n, 2] = world.num_gpus / self.total_gpus
+        regions[:n, 6] = world.pue - 1.0
+        self._regions_static = regions
+
+    def encode(self, sim: ClusterSim, queue: list[int], cands: list[list[CandidateInfo | None]]) -> dict[str, np.ndarray]:
+        w = self.world
+        n = w.num_regions
+        now = sim.now_s
+        cap = np.where(sim.capacity_gbps > 0, sim.capacity_gbps, 1.0)
+        util = np.where(w.bandwidth_gbps > 0, sim.link_load_gbps / cap, 0.0)
+
+        regions = self._regions_static.copy()
+        regions[:n, 1] = sim.free_gpus / w.num_gpus
+        regions[:n, 3] = _normalise_prices(w.price.at(now))
+        regions[:n, 4] = _normalise_prices(w.price.integral(now, now + FORECAST_H * SECONDS_PER_HOUR) / FORECAST_H)
+        regions[:n, 5] = w.carbon.at(now) / self.carbon_scale
+        out_links = np.maximum((w.bandwidth_gbps > 0).sum(axis=1), 1)
+        regions[:n, 7] = util.sum(axis=1) / out_links
+
+        links = self._links_static.copy()
+        links[:n, :n, 1] = util
+
+        q = np.zeros((self.queue_slots, len(QUEUE_FEATURES)), dtype=np.float32)
+        c = np.zeros((self.queue_slots, self.num_strategies, len(CANDIDATE_FEATURES)), dtype=np.float32)
+        for slot, jid in enumerate(queue[: self.queue_slots]):
+            job = w.jobs[jid]
+            row_cands = cands[slot] if slot < len(cands) else ()  # no candidates once the episode ended
+            q[slot] = (
+                1.0,
+                job.num_gpus / self.total_gpus,
+                np.log(job.isolated_duration_s / self.t_ref_s),
+                np.log(_typical_demand_gbps(job) / self.median_bw),
+                (now - job.arrival_s) / self.t_ref_s,
+                float(any(ci is not None for ci in row_cands)),
+            )
+            for k, ci in enumerate(row_cands):
+                if ci is None:
+                    continue
+                c[slot, k] = (
+                    1.0,
+                    np.log(ci.iteration_s / job.isolated_iteration_s),
+                    np.log(ci.duration_s / self.t_ref_s),
+                    ci.cost_usd / self.c_ref_usd,
+                    ci.placement.num_wan_hops / max(n - 1, 1),
+                    (ci.rate_gbps / ci.demand_gbps) if ci.placement.num_wan_hops else 1.0,
+                    float(ci.stalled),
+                    ci.carbon_kg / self.carbon_ref_kg,
+                )
+        hour = (w.start_hour + now / SECONDS_PER_HOUR) % 24.0
+        allocated = float((w.num_gpus - sim.free_gpus).sum())
+        mean_util = float(util[w.bandwidth_gbps > 0].mean()) if (w.bandwidth_gbps > 0).any() else 0.0
+        g = np.array(
+            (
+                np.sin(2 * np.pi * hour / 24.0),
+                np.cos(2 * np.pi * hour / 24.0),
+                max(len(queue) - self.queue_slots, 0) / self.queue_slots,
+                len(sim.running) / max(len(w.jobs), 1),
+                allocated / self.total_gpus,
+                now / w.horizon_s,
+                mean_util,
+            ),
+            dtype=np.float32,
+        )
+        obs = {"regions": regions, "links": links, "queue": q, "candidates": c, "global": g}
+        obs = {k: v.reshape(-1) for k, v in obs.items()}
+        for v in obs.values():
+            np.clip(v, -OBS_CLIP, OBS_CLIP, out=v)
+        return obs

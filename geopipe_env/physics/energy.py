@@ -1,0 +1,57 @@
+"""Layer 3: GPU power, and exact integration of hourly price and carbon series.
+
+Power is constant between simulator events and prices are constant within each UTC hour, so the cost of an
+interval is power × ∫price dt, which :class:`HourlyIntegral` computes exactly from prefix sums, whatever the
+interval's length or alignment to hour boundaries.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from geopipe_env.units import SECONDS_PER_HOUR, WATTS_PER_KW
+
+
+def gpu_power_w(num_gpus: float, idle_watts: float, busy_watts: float, busy_fraction: float, pue: float) -> float:
+    """Facility power of ``num_gpus`` GPUs: ``n·(idle + u·(busy − idle))·PUE``."""
+    return num_gpus * (idle_watts + busy_fraction * (busy_watts - idle_watts)) * pue
+
+
+def energy_kwh(power_w: float, duration_s: float) -> float:
+    """Energy of a constant power over a duration."""
+    return power_w / WATTS_PER_KW * duration_s / SECONDS_PER_HOUR
+
+
+class HourlyIntegral:
+    """Exact integrals over time of piecewise-constant hourly series, for many series at once.
+
+    ``values[r, h]`` is series r's value during episode hour h (hour 0 starts at t = 0). Times past the last
+    hour hold the last value.
+    """
+
+    __slots__ = ("values", "_prefix_h")
+
+    def __init__(self, values: np.ndarray) -> None:
+        self.values = np.atleast_2d(np.asarray(values, dtype=float))  # (num_series, num_hours)
+        zeros = np.zeros((self.values.shape[0], 1))
+        self._prefix_h = np.concatenate((zeros, np.cumsum(self.values, axis=1)), axis=1)  # value·hours up to h
+
+    @property
+    def num_hours(self) -> int:
+        return self.values.shape[1]
+
+    def cumulative(self, t_s: float) -> np.ndarray:
+        """(num_series,) ∫_0^t value dt, in value·hours."""
+        t_h = max(t_s, 0.0) / SECONDS_PER_HOUR
+        last = self.num_hours - 1
+        hour = min(int(t_h), last)
+        return self._prefix_h[:, hour] + self.values[:, hour] * (t_h - hour)
+
+    def integral(self, t0_s: float, t1_s: float) -> np.ndarray:
+        """(num_series,) ∫_{t0}^{t1} value dt, in value·hours."""
+        return self.cumulative(t1_s) - self.cumulative(t0_s)
+
+    def at(self, t_s: float) -> np.ndarray:
+        """(num_series,) values in force at time ``t_s``."""
+        hour = min(int(max(t_s, 0.0) // SECONDS_PER_HOUR), self.num_hours - 1)
+        return self.values[:, hour]

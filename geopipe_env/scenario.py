@@ -1,0 +1,183 @@
+"""Layer 2: frozen scenario types.
+
+A :class:`Scenario` is the static description of a world: regions, network, workload recipe and episode
+options. It is built by :mod:`geopipe_env.loader` from YAML (or by hand in tests) and never mutated. Per-episode
+sampling (randomisation, start hour, job draws) lives in :mod:`geopipe_env.generator`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import networkx as nx
+import numpy as np
+
+from geopipe_env.catalog import DatasetSpec, GpuType, ModelSpec
+
+HOURS_PER_YEAR = 8760
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class HourlySeries:
+    """A value per UTC hour of the reference year 2023; a one-element series is a constant.
+
+    Attributes:
+        label: the bundled market / zone name, or ``"constant"``.
+        values: (num_hours,) float64, in the unit of the field that holds the series.
+    """
+
+    label: str
+    values: np.ndarray
+
+    @classmethod
+    def constant(cls, value: float) -> "HourlySeries":
+        return cls("constant", np.array([float(value)]))
+
+    @property
+    def is_constant(self) -> bool:
+        return self.values.shape[0] == 1
+
+    def window(self, start_hour: int, num_hours: int) -> np.ndarray:
+        """Values for hours ``start_hour .. start_hour + num_hours - 1``, wrapping around the year."""
+        if self.is_constant:
+            return np.full(num_hours, self.values[0])
+        idx = (start_hour + np.arange(num_hours)) % self.values.shape[0]
+        return self.values[idx]
+
+
+@dataclass(frozen=True, slots=True)
+class RegionSpec:
+    """A cloud region: its GPUs, access bandwidth, PUE, and price / carbon series."""
+
+    id: str
+    gpu: GpuType
+    num_gpus: int
+    access_bandwidth_gbps: float
+    pue: float
+    price_usd_per_kwh: HourlySeries
+    carbon_g_per_kwh: HourlySeries | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BackgroundTraffic:
+    """A diurnal share of every WAN link's capacity taken by other tenants' traffic.
+
+    The share at hour ``h`` (episode UTC hour) is ``mean + amplitude * sin(2π (h + phase_h) / period_h)``,
+    clipped to ``[0, MAX_BACKGROUND_FRACTION]``. It changes at hour ticks.
+    """
+
+    mean_fraction: float
+    amplitude_fraction: float = 0.0
+    period_h: float = 24.0
+    phase_h: float = 0.0
+
+    def fraction_at(self, utc_hour: float) -> float:
+        share = self.mean_fraction + self.amplitude_fraction * np.sin(
+            2.0 * np.pi * (utc_hour + self.phase_h) / self.period_h
+        )
+        return float(min(max(share, 0.0), MAX_BACKGROUND_FRACTION))
+
+
+MAX_BACKGROUND_FRACTION = 0.95  # never take a link entirely away, so no job starves to zero rate
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class NetworkSpec:
+    """Inter-region links (directed, full duplex) and the intra-region link.
+
+    Attributes:
+        rule: ``"endpoint_mean"`` or ``"matrix"``, kept for reporting.
+        bandwidth_gbps: (R, R) capacity per direction; 0 means no link. The diagonal is unused.
+        latency_s: (R, R) one-way latency. The diagonal is unused.
+    """
+
+    rule: str
+    bandwidth_gbps: np.ndarray
+    latency_s: np.ndarray
+    intra_bandwidth_gbps: float
+    intra_latency_s: float
+    background: BackgroundTraffic | None = None
+
+    def graph(self, region_ids: tuple[str, ...]) -> nx.DiGraph:
+        """The network as a networkx digraph with ``bandwidth_gbps`` and ``latency_s`` edge attributes."""
+        g = nx.DiGraph()
+        g.add_nodes_from(region_ids)
+        n = len(region_ids)
+        for i in range(n):
+            for j in range(n):
+                if i != j and self.bandwidth_gbps[i, j] > 0.0:
+                    g.add_edge(
+                        region_ids[i],
+                        region_ids[j],
+                        bandwidth_gbps=float(self.bandwidth_gbps[i, j]),
+                        latency_s=float(self.latency_s[i, j]),
+                    )
+        return g
+
+
+@dataclass(frozen=True, slots=True)
+class ArrivalSpec:
+    """How jobs arrive: ``batch`` (all at t=0), ``poisson`` or ``trace`` (times from a CSV)."""
+
+    process: str
+    mean_interarrival_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class TraceJob:
+    """One row of a job trace: submission time and what to train."""
+
+    submit_time_s: float
+    model: ModelSpec
+    dataset: DatasetSpec | None
+    iterations: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadSpec:
+    """The recipe from which each episode's jobs are drawn."""
+
+    num_jobs: int
+    arrival: ArrivalSpec
+    models: tuple[ModelSpec, ...]
+    datasets: tuple[DatasetSpec, ...]
+    micro_batch_size: int = 1
+    seq_len: int = 2048
+    num_microbatches: int = 32
+    gpus_per_stage: int = 1
+    epochs: float = 1.0
+    max_stages: int | None = None
+    trace: tuple[TraceJob, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RandomizeSpec:
+    """Per-episode domain randomisation ranges (uniform), each ``(low, high)`` or ``None``."""
+
+    bandwidth_scale: tuple[float, float] | None = None
+    gpu_scale: tuple[float, float] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """A complete, validated world description."""
+
+    name: str
+    horizon_s: float
+    start_hour: int | None  # hour of 2023 (UTC) where series start; None = a random day each episode
+    mfu: float
+    regions: tuple[RegionSpec, ...]
+    network: NetworkSpec
+    workload: WorkloadSpec
+    randomize: RandomizeSpec = field(default_factory=RandomizeSpec)
+    cost_weight: float = 1.0
+    bill_idle_capacity: bool = False
+    pipeline_schedule: str = "1f1b"
+
+    @property
+    def num_regions(self) -> int:
+        return len(self.regions)
+
+    @property
+    def region_ids(self) -> tuple[str, ...]:
+        return tuple(r.id for r in self.regions)

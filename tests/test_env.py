@@ -1,0 +1,176 @@
+"""The Gymnasium contract of every registered GeoPipe env: checkers, determinism, pickling, episode end."""
+
+import pickle
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env as gym_check_env
+from stable_baselines3.common.env_checker import check_env as sb3_check_env
+
+import geopipe_env
+from conftest import masked_random_rollout
+from geopipe_env.simulator import JobStatus
+
+ENV_IDS = list(geopipe_env.ENV_IDS)
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_gymnasium_checker_passes(env_id):
+    """gymnasium's env checker accepts every registered id."""
+    gym_check_env(gym.make(env_id).unwrapped, skip_render_check=True)
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_sb3_checker_passes(env_id):
+    """stable-baselines3's env checker accepts every registered id without warnings."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sb3_check_env(gym.make(env_id).unwrapped, warn=True)
+
+
+def _obs_equal(a, b):
+    return all(np.array_equal(a[k], b[k]) for k in a)
+
+
+def test_same_seed_same_episode():
+    """Two envs with the same seed give identical observations, rewards, masks and metrics."""
+    runs = [masked_random_rollout(gym.make("GeoPipe-v0"), seed=7, record=True) for _ in range(2)]
+    (steps_a, ret_a, info_a, trace_a), (steps_b, ret_b, info_b, trace_b) = runs
+    assert steps_a == steps_b and ret_a == ret_b
+    for (oa, ra, ma), (ob, rb, mb) in zip(trace_a, trace_b):
+        assert _obs_equal(oa, ob) and ra == rb and np.array_equal(ma, mb)
+    assert info_a["episode_metrics"] == info_b["episode_metrics"]
+
+
+def test_different_seeds_different_workloads():
+    """Different seeds draw different job arrivals and models."""
+    env = gym.make("GeoPipe-v0").unwrapped
+    env.reset(seed=1)
+    jobs_1 = [(j.arrival_s, j.model, j.dataset) for j in env.world.jobs]
+    env.reset(seed=2)
+    jobs_2 = [(j.arrival_s, j.model, j.dataset) for j in env.world.jobs]
+    assert jobs_1 != jobs_2
+
+
+def test_pickled_env_continues_identically():
+    """An env pickled mid-episode continues exactly like the original."""
+    env = gym.make("GeoPipe-v0").unwrapped
+    rng = np.random.default_rng(0)
+    obs, info = env.reset(seed=3)
+    for _ in range(5):
+        obs, _, term, trunc, info = env.step(int(rng.choice(np.flatnonzero(info["action_mask"]))))
+    clone = pickle.loads(pickle.dumps(env))
+    actions = []
+    while True:
+        a = int(rng.choice(np.flatnonzero(info["action_mask"])))
+        actions.append(a)
+        obs, r, term, trunc, info = env.step(a)
+        obs_c, r_c, term_c, trunc_c, info_c = clone.step(a)
+        assert _obs_equal(obs, obs_c) and r == r_c and term == term_c and trunc == trunc_c
+        if term or trunc:
+            break
+    assert info["episode_metrics"] == info_c["episode_metrics"]
+
+
+def test_async_vector_env_steps():
+    """gymnasium.make_vec with async vectorisation resets and steps two GeoPipe-v0 envs."""
+    vec = gym.make_vec("GeoPipe-v0", num_envs=2, vectorization_mode="async")
+    try:
+        obs, info = vec.reset(seed=[0, 1])
+        for _ in range(5):
+            actions = np.array([int(np.flatnonzero(m)[0]) for m in info["action_mask"]])
+            obs, rewards, term, trunc, info = vec.step(actions)
+        assert obs["candidates"].shape[0] == 2 and rewards.shape == (2,)
+    finally:
+        vec.close()
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_random_policy_terminates(seed):
+    """A masked random policy finishes every GeoPipe-v0 job before the horizon (termination, not truncation)."""
+    env = gym.make("GeoPipe-v0")
+    _, _, info, _ = masked_random_rollout(env, seed=seed)
+    m = info["episode_metrics"]
+    assert m["jobs_completed"] == len(env.unwrapped.world.jobs)
+    assert env.unwrapped.terminated and not env.unwrapped.truncated
+
+
+@pytest.mark.parametrize("env_id", ["GeoPipe-v0", "GeoPipe-Toy-v0", "GeoPipe-Paper-v0"])
+def test_always_wait_is_truncated_at_horizon(env_id):
+    """A policy that always waits is truncated exactly at the horizon, with no job done and no error."""
+    env = gym.make(env_id).unwrapped
+    obs, info = env.reset(seed=0)
+    while True:
+        obs, r, term, trunc, info = env.step(env.wait_action)
+        if term or trunc:
+            break
+    assert trunc and not term
+    assert env.sim.now_s == pytest.approx(env.scenario.horizon_s)
+    assert info["episode_metrics"]["jobs_completed"] == 0
+    assert info["episode_metrics"]["invalid_actions"] == 0
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_conservation_invariants(seed):
+    """GPUs stay within capacity, links within capacity, clocks monotone, and rewards sum to the §7 formula."""
+    env = gym.make("GeoPipe-v0").unwrapped
+    rng = np.random.default_rng(seed)
+    obs, info = env.reset(seed=seed)
+    total, last_t = 0.0, 0.0
+    while True:
+        obs, r, term, trunc, info = env.step(int(rng.choice(np.flatnonzero(info["action_mask"]))))
+        total += r
+        sim = env.sim
+        assert (sim.free_gpus >= 0).all() and (sim.free_gpus <= env.world.num_gpus).all()
+        held = sum(rj.gpus for rj in sim.running.values()) if sim.running else 0
+        assert np.array_equal(env.world.num_gpus - sim.free_gpus, held + np.zeros_like(sim.free_gpus))
+        assert (sim.link_load_gbps <= sim.capacity_gbps * (1 + 1e-9) + 1e-12).all()
+        assert sim.now_s >= last_t and sim.energy_kwh >= 0
+        last_t = sim.now_s
+        if term or trunc:
+            break
+    m = info["episode_metrics"]
+    sim, w = env.sim, env.world
+    done = sim.status == JobStatus.DONE
+    arrival = np.array([j.arrival_s for j in w.jobs])
+    lower = np.array([j.lower_bound_s for j in w.jobs])
+    assert (sim.start_s[done] >= arrival[done]).all()
+    assert (sim.finish_s[done] - arrival[done] >= lower[done] * (1 - 1e-9)).all()
+    jct_sum = float((sim.finish_s[done] - arrival[done]).sum())
+    expected = -(jct_sum / env.t_ref_s + env.cost_weight * m["total_cost_usd"] / env.c_ref_usd)
+    assert total == pytest.approx(expected, rel=1e-6)
+
+
+def test_invalid_actions_are_penalised_noops():
+    """A masked or out-of-range action acts as a wait, costs the penalty and is counted; a float raises TypeError."""
+    env = gym.make("GeoPipe-Toy-v0").unwrapped
+    obs, info = env.reset(seed=0)
+    with pytest.raises(TypeError):
+        env.step(1.5)
+    assert env.decisions == 0 and env.sim.now_s == 0.0  # a rejected action changes nothing
+    masked = int(np.flatnonzero(~info["action_mask"])[0])
+    twin = pickle.loads(pickle.dumps(env))
+    _, r_bad, *_ = env.step(masked)
+    _, r_wait, *_ = twin.step(twin.wait_action)
+    assert r_bad == pytest.approx(r_wait - env.invalid_action_penalty)
+    assert env.sim.now_s == twin.sim.now_s and env.sim.waiting == twin.sim.waiting
+    assert env.invalid_actions == 1
+    env.reset(seed=0)
+    env.step(10_000)
+    assert env.invalid_actions == 1
+    env.reset(seed=0)
+    env.step(np.int64(0))
+    env.step(np.array([0]))
+    assert env.invalid_actions == 0 and len(env.sim.running) == 2
+
+
+def test_cost_weight_and_scenario_kwargs():
+    """gym.make passes cost_weight and a scenario file path through to the env."""
+    from pathlib import Path
+
+    toy = Path(geopipe_env.__file__).parent / "data" / "scenarios" / "toy.yaml"
+    env = gym.make("GeoPipe-v0", scenario=str(toy), cost_weight=2.5).unwrapped
+    assert env.cost_weight == 2.5 and env.scenario.name == "toy"
