@@ -1,0 +1,5 @@
+"""Learned schedulers: load a saved SB3 model as a policy with the protocol of DESIGN §10."""
+
+from agents.loading import AgentPolicy, ObservationSpaceMismatch, load_agent
+
+__all__ = ["AgentPolicy", "ObservationSpaceMismatch", "load_agent"]

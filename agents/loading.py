@@ -1,0 +1,114 @@
+"""Loading saved Stable-Baselines3 models (MaskablePPO or PPO) as GeoPipe policies.
+
+A saved agent is ``<name>.zip`` (the SB3 model) with, optionally, ``<name>_vecnormalize.pkl`` beside it (the
+observation-normalisation statistics of a ``VecNormalize`` wrapper). ``load_agent`` returns an
+:class:`AgentPolicy` that normalises observations the way training did, predicts with the action mask, and
+refuses an env whose observation space differs from the model's.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+VECNORMALIZE_SUFFIX = "_vecnormalize.pkl"
+
+
+class ObservationSpaceMismatch(ValueError):
+    """The env's observation space is not the one the model was trained on."""
+
+
+def _describe(space: spaces.Space) -> str:
+    if isinstance(space, spaces.Dict):
+        return "{" + ", ".join(f"{k}: {v.shape}" for k, v in space.spaces.items()) + "}"
+    return str(space)
+
+
+def check_spaces(model_space: spaces.Space, env_space: spaces.Space, source: str) -> None:
+    """Raise :class:`ObservationSpaceMismatch` with both layouts unless the spaces are equal."""
+    if model_space != env_space:
+        raise ObservationSpaceMismatch(
+            f"{source} was trained on observations {_describe(model_space)} but the env gives "
+            f"{_describe(env_space)}; use an env with the same queue_slots / max_regions as at training"
+        )
+
+
+class AgentPolicy:
+    """A trained SB3 model behind the policy protocol (``reset(env)``, ``act(obs, info)``)."""
+
+    def __init__(self, model: Any, obs_normalizer: Any | None, name: str, deterministic: bool = True) -> None:
+        self.model = model
+        self.obs_normalizer = obs_normalizer
+        self.name = name
+        self.deterministic = deterministic
+        self.wait_action = int(model.action_space.n) - 1
+
+    def reset(self, env: Any) -> None:
+        check_spaces(self.model.observation_space, env.observation_space, f"agent {self.name!r}")
+        self.wait_action = env.unwrapped.wait_action
+
+    def act(self, obs: dict[str, np.ndarray], info: dict[str, Any]) -> int:
+        mask = np.asarray(info["action_mask"], dtype=bool)
+        if self.obs_normalizer is not None:
+            obs = self.obs_normalizer.normalize_obs(obs)
+        if _is_maskable(self.model):
+            action, _ = self.model.predict(obs, deterministic=self.deterministic, action_masks=mask)
+        else:
+            action, _ = self.model.predict(obs, deterministic=self.deterministic)
+        action = int(np.asarray(action).reshape(-1)[0])
+        return action if mask[action] else self.wait_action  # plain PPO may pick a masked action
+
+
+def _is_maskable(model: Any) -> bool:
+    from sb3_contrib import MaskablePPO
+
+    return isinstance(model, MaskablePPO)
+
+
+def _algorithm_of(path: Path) -> Any:
+    """The SB3 class a saved zip was made by, from the policy class recorded in it."""
+    from sb3_contrib import MaskablePPO
+    from stable_baselines3 import PPO
+
+    with zipfile.ZipFile(path) as archive:
+        data = archive.read("data").decode("utf-8", errors="replace")
+    return MaskablePPO if "sb3_contrib" in data else PPO
+
+
+def load_agent(path: str | os.PathLike, env: Any | None = None, deterministic: bool = True) -> AgentPolicy:
+    """Load ``path`` (an SB3 ``.zip``) and its normalisation stats, if saved beside it.
+
+    Args:
+        path: the model file.
+        env: optionally an env to check the observation space against right away.
+        deterministic: act greedily (default) or sample from the policy.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: the file is not an SB3 model.
+        ObservationSpaceMismatch: ``env``'s observation space differs from the model's.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no saved agent at {path}")
+    try:
+        model = _algorithm_of(path).load(path, device="cpu")
+    except (zipfile.BadZipFile, KeyError) as exc:
+        raise ValueError(f"{path} is not a Stable-Baselines3 model file: {exc}") from exc
+    normalizer = None
+    stats = path.with_name(path.stem + VECNORMALIZE_SUFFIX)
+    if stats.is_file():
+        with open(stats, "rb") as f:
+            normalizer = pickle.load(f)
+        normalizer.training = False
+        check_spaces(normalizer.observation_space, model.observation_space, f"normalisation stats {stats.name}")
+    agent = AgentPolicy(model, normalizer, name=path.stem, deterministic=deterministic)
+    if env is not None:
+        agent.reset(env)
+    return agent

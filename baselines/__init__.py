@@ -1,0 +1,35 @@
+"""Scripted schedulers behind one factory: ``make_policy(name)`` (DESIGN §10)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from baselines.policy import FcfsPolicy, Policy, RandomFcfsPolicy, ScriptedPolicy
+
+_FACTORIES: dict[str, Callable[[], Policy]] = {
+    # The paper's four baselines (PAPERS.md §1.7), FCFS with K*.
+    "ldf": lambda: FcfsPolicy("ldf"),
+    "lcf": lambda: FcfsPolicy("lcf"),
+    "cr-ldf": lambda: FcfsPolicy("cr-ldf"),
+    "cr-lcf": lambda: FcfsPolicy("cr-lcf"),
+    # The two baseline families by their DESIGN names.
+    "delay-first": lambda: FcfsPolicy("cr-ldf", name="delay-first"),
+    "cost-first": lambda: FcfsPolicy("cr-lcf", name="cost-first"),
+    "fcfs-random": RandomFcfsPolicy,
+}
+
+
+def policy_names() -> tuple[str, ...]:
+    """Every name :func:`make_policy` accepts."""
+    return tuple(_FACTORIES)
+
+
+def make_policy(name: str) -> Policy:
+    """A fresh scripted policy by name; raises ValueError listing the valid names otherwise."""
+    try:
+        return _FACTORIES[name]()
+    except KeyError:
+        raise ValueError(f"unknown policy {name!r}; expected one of {', '.join(_FACTORIES)}") from None
+
+
+__all__ = ["Policy", "ScriptedPolicy", "make_policy", "policy_names"]

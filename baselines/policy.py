@@ -1,0 +1,84 @@
+"""The policy protocol shared by scripted and learned schedulers (DESIGN §10).
+
+A policy is reset on an env at the start of an episode and then maps ``(obs, info)`` to an action that is valid
+under ``info["action_mask"]``. Scripted policies read the unwrapped env's candidate table (what each action
+would launch) but act only through ``env.step``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from geopipe_env.env import GeoPipeEnv
+from geopipe_env.placement import STRATEGY_NAMES
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """What every scheduler, scripted or learned, provides."""
+
+    name: str
+
+    def reset(self, env: Any) -> None:
+        """Bind to ``env`` (a ``GeoPipeEnv`` or a wrapper of one) at the start of an episode."""
+
+    def act(self, obs: dict[str, np.ndarray], info: dict[str, Any]) -> int:
+        """An action valid under ``info["action_mask"]``."""
+
+
+class ScriptedPolicy:
+    """Base for policies that choose among the env's candidates. Subclasses implement :meth:`choose`."""
+
+    name = "scripted"
+
+    def __init__(self) -> None:
+        self.env: GeoPipeEnv | None = None
+        self.rng = np.random.default_rng(0)
+
+    def reset(self, env: Any) -> None:
+        self.env = env.unwrapped
+        # Seeded from the env's RNG state without drawing from it: the same env seed gives the same episode,
+        # and the env's own random stream is left untouched.
+        self.rng = np.random.default_rng(self.env.np_random.bit_generator.state["state"]["state"])
+
+    def act(self, obs: dict[str, np.ndarray], info: dict[str, Any]) -> int:
+        mask = info["action_mask"]
+        action = self.choose(mask)
+        return action if mask[action] else self.env.wait_action
+
+    def choose(self, mask: np.ndarray) -> int:
+        raise NotImplementedError
+
+    def action(self, slot: int, strategy: str) -> int:
+        return slot * self.env.num_strategies + STRATEGY_NAMES.index(strategy)
+
+
+class FcfsPolicy(ScriptedPolicy):
+    """Strict first-come-first-served: the oldest waiting job on one strategy's placement, else wait.
+
+    This is how the paper's four baselines order jobs (PAPERS.md §1.7); the head job blocks the queue when its
+    placement is infeasible (head-of-line blocking).
+    """
+
+    def __init__(self, strategy: str, name: str | None = None) -> None:
+        super().__init__()
+        if strategy not in STRATEGY_NAMES:
+            raise ValueError(f"unknown strategy {strategy!r}; expected one of {', '.join(STRATEGY_NAMES)}")
+        self.strategy = strategy
+        self.name = name or strategy
+
+    def choose(self, mask: np.ndarray) -> int:
+        return self.action(0, self.strategy)
+
+
+class RandomFcfsPolicy(ScriptedPolicy):
+    """FCFS order with a uniformly random valid placement for the head job (else wait)."""
+
+    name = "fcfs-random"
+
+    def choose(self, mask: np.ndarray) -> int:
+        k = self.env.num_strategies
+        head = np.flatnonzero(mask[:k])
+        return int(self.rng.choice(head)) if head.size else self.env.wait_action

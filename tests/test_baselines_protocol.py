@@ -1,0 +1,75 @@
+"""The policy protocol and the FCFS scripted baselines."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import geopipe_env  # noqa: F401
+from baselines import Policy, make_policy, policy_names
+
+
+def _run(env_id, name, seed):
+    env = gym.make(env_id)
+    policy = make_policy(name)
+    obs, info = env.reset(seed=seed)
+    policy.reset(env)
+    launched = []
+    while True:
+        action = policy.act(obs, info)
+        assert info["action_mask"][action], f"{name} chose a masked action"
+        if action != env.unwrapped.wait_action:
+            launched.append(env.unwrapped.sim.waiting[action // env.unwrapped.num_strategies])
+        obs, reward, terminated, truncated, info = env.step(action)
+        if terminated or truncated:
+            return env.unwrapped, info["episode_metrics"], launched
+
+
+@pytest.mark.parametrize("name", policy_names())
+@pytest.mark.parametrize("env_id", ["GeoPipe-Toy-v0", "GeoPipe-v0"])
+def test_every_policy_finishes_without_invalid_actions(env_id, name):
+    """Every scripted policy satisfies the protocol and finishes the episode with only valid actions."""
+    policy = make_policy(name)
+    assert isinstance(policy, Policy)
+    env, metrics, _ = _run(env_id, name, seed=3)
+    assert metrics["invalid_actions"] == 0 and env.terminated
+    assert metrics["jobs_completed"] == len(env.world.jobs)
+
+
+@pytest.mark.parametrize("name", ["ldf", "lcf", "cr-ldf", "cr-lcf"])
+def test_fcfs_launches_in_arrival_order(name):
+    """The paper's baselines launch jobs strictly in arrival order (FCFS)."""
+    env, _, launched = _run("GeoPipe-v0", name, seed=5)
+    arrivals = [env.world.jobs[j].arrival_s for j in launched]
+    assert arrivals == sorted(arrivals) and len(launched) == len(env.world.jobs)
+
+
+def test_lcf_uses_the_cheapest_fitting_region():
+    """LCF puts each job whole into the cheapest region that holds it at launch."""
+    env = gym.make("GeoPipe-Paper-v0").unwrapped
+    obs, info = env.reset(seed=0)
+    policy = make_policy("lcf")
+    policy.reset(env)
+    action = policy.act(obs, info)
+    placement = env.candidate(0, action % env.num_strategies).placement
+    job = env.world.jobs[env.sim.waiting[0]]
+    prices = env.world.price.at(0.0)
+    fitting = [r for r in range(env.world.num_regions) if env.sim.free_gpus[r] >= job.num_gpus and job.fits[r]]
+    assert placement.regions == (min(fitting, key=lambda r: prices[r]),)
+
+
+def test_unknown_policy_name_is_a_clear_error():
+    """make_policy names the valid choices when given an unknown name."""
+    with pytest.raises(ValueError, match="cr-ldf"):
+        make_policy("no-such-policy")
+
+
+def test_policy_randomness_is_seeded_by_the_env():
+    """fcfs-random gives the same episode for the same env seed, and does not consume the env's RNG."""
+    a = _run("GeoPipe-v0", "fcfs-random", seed=11)[1]
+    b = _run("GeoPipe-v0", "fcfs-random", seed=11)[1]
+    assert a == b
+    env = gym.make("GeoPipe-v0")
+    env.reset(seed=1)
+    before = env.unwrapped.np_random.bit_generator.state
+    make_policy("fcfs-random").reset(env)
+    assert env.unwrapped.np_random.bit_generator.state == before
