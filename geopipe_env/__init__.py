@@ -3,9 +3,10 @@ geo-distributed GPU clusters.
 
 Layers (each module imports only from layers below it):
   1. ``units``, ``catalog``                         units and built-in catalogs
-  2. ``scenario``, ``bundled``, ``loader``          frozen scenario types, bundled data, YAML loading
-  3. ``physics.*``                                  pipeline timing, schedule simulation, bandwidth, energy
-  4. ``generator``, ``engine``, ``simulator``       per-episode worlds, event heap, cluster simulator
+  2. ``scenario``, ``bundled``                      frozen scenario types, bundled data
+  3. ``physics.*``, ``sizing``                      pipeline timing, schedule simulation, bandwidth, energy, K* sizing
+  4. ``loader``, ``generator``, ``engine``, ``simulator``  YAML loading and validation, per-episode worlds,
+                                                    event heap, cluster simulator
   5. ``placement``                                  named placement strategies
   6. ``observation``, ``env``                       observation encoding and the Gymnasium env
   7. ``render``                                     ANSI and RGB rendering

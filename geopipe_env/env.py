@@ -175,30 +175,29 @@ class GeoPipeEnv(gym.Env):
     # ------------------------------------------------------------------ dynamics
     def _wait(self) -> None:
         """Advance to the next event (or to the horizon), then on to the next decision."""
-        sim = self.sim
-        if sim.next_event_s() > self.scenario.horizon_s:
-            sim.advance_to(self.scenario.horizon_s)
+        if self._next_event_or_truncate():
+            self._advance_until_decision()
+
+    def _next_event_or_truncate(self) -> bool:
+        """Process the next event, or stop at the horizon if it lies beyond. False once truncated."""
+        if self.sim.next_event_s() > self.scenario.horizon_s:
+            self.sim.advance_to(self.scenario.horizon_s)
             self.truncated = True
             self._set_mask_empty()
-            return
-        sim.step_event()
-        self._advance_until_decision()
+            return False
+        self.sim.step_event()
+        return True
 
     def _advance_until_decision(self) -> None:
-        sim = self.sim
         while True:
-            if sim.done:
+            if self.sim.done:
                 self.terminated = True
                 self._set_mask_empty()
                 return
-            if sim.waiting and self._compute_candidates():
+            if self.sim.waiting and self._compute_candidates():
                 return
-            if sim.next_event_s() > self.scenario.horizon_s:
-                sim.advance_to(self.scenario.horizon_s)
-                self.truncated = True
-                self._set_mask_empty()
+            if not self._next_event_or_truncate():
                 return
-            sim.step_event()
 
     def _set_mask_empty(self) -> None:
         self._cands = []

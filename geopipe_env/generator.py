@@ -15,7 +15,8 @@ import numpy as np
 
 from geopipe_env.physics import pipeline
 from geopipe_env.physics.energy import HourlyIntegral
-from geopipe_env.scenario import HOURS_PER_YEAR, Scenario
+from geopipe_env.scenario import Scenario
+from geopipe_env.sizing import connected_components, size_job
 from geopipe_env.units import BITS_PER_BYTE, BITS_PER_GBIT, SECONDS_PER_HOUR
 
 DAYS_PER_YEAR = 365
@@ -171,18 +172,14 @@ def _make_job(
     b, s, m, g = wl.micro_batch_size, wl.seq_len, wl.num_microbatches, wl.gpus_per_stage
     if iterations is None:
         iterations = pipeline.iterations_for(dataset.tokens, wl.epochs, b, s, m)
-    # K* on the GPU type that holds the most GPUs among those the model fits (ties: more memory, then faster).
-    candidates = []
-    for r in range(len(num_gpus)):
-        k_min = pipeline.min_feasible_stages(model.params, model.layers, model.hidden, b, s, m, memory[r], g, schedule)
-        if k_min is not None:
-            same_type = (memory == memory[r]) & (tflops == tflops[r])
-            candidates.append((int(num_gpus[same_type].sum()), memory[r], tflops[r], r))
-    ref_region = max(candidates)[3]
+    sizing = size_job(
+        model.params, model.layers, model.hidden, b, s, m, g, schedule, num_gpus, memory, tflops, components
+    )
+    if sizing is None:
+        raise ValueError(f"job {job_id} ({model.name}) fits no GPU memory in this episode")
+    ref_region = sizing.ref_region
     # Never ask for more GPUs than one connected group of regions with enough memory holds.
-    big_enough = memory >= memory[ref_region]
-    room = max(int(num_gpus[comp & big_enough].sum()) for comp in components) // g
-    max_stages = room if wl.max_stages is None else min(wl.max_stages, room)
+    max_stages = sizing.room_stages if wl.max_stages is None else min(wl.max_stages, sizing.room_stages)
     k_star = pipeline.optimal_stages(
         model.params, model.layers, model.hidden, b, s, m, tflops[ref_region], memory[ref_region], scenario.mfu,
         ref_bw, ref_lat, g, schedule, max_stages,
@@ -225,23 +222,3 @@ def _make_job(
         lower_bound_energy_kwh=lb_energy_kwh,
     )
 
-
-def connected_components(bandwidth_gbps: np.ndarray) -> list[np.ndarray]:
-    """Groups of regions joined by links (either direction), as (R,) bool masks."""
-    n = bandwidth_gbps.shape[0]
-    linked = (bandwidth_gbps > 0) | (bandwidth_gbps.T > 0)
-    seen = np.zeros(n, dtype=bool)
-    groups = []
-    for start in range(n):
-        if seen[start]:
-            continue
-        group = np.zeros(n, dtype=bool)
-        frontier = [start]
-        group[start] = seen[start] = True
-        while frontier:
-            r = frontier.pop()
-            for nxt in np.flatnonzero(linked[r] & ~seen):
-                seen[nxt] = group[nxt] = True
-                frontier.append(int(nxt))
-        groups.append(group)
-    return groups

@@ -1,4 +1,6 @@
-"""Layer 2: load a scenario file (YAML, schema v1) into a validated, frozen :class:`Scenario`.
+"""Layer 4: load a scenario file (YAML, schema v1) into a validated, frozen :class:`Scenario`.
+
+It sits above the physics because rejecting a world where a job could never run needs the sizing rule.
 
 The schema is documented in the README ("Scenario files") (DESIGN §8 plus documented extensions). All checks happen
 here, at load time: a bad file raises :class:`ScenarioError`, naming the offending key path and what was
@@ -21,13 +23,12 @@ from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import networkx as nx
 import numpy as np
 import yaml
 
 from geopipe_env import bundled
 from geopipe_env.catalog import DATASET_CATALOG, GPU_CATALOG, MODEL_CATALOG, DatasetSpec, GpuType, ModelSpec
-from geopipe_env.physics.pipeline import ONE_F_ONE_B, SCHEDULES, min_feasible_stages
+from geopipe_env.physics.pipeline import ONE_F_ONE_B, SCHEDULES
 from geopipe_env.scenario import (
     MAX_BACKGROUND_FRACTION,
     ArrivalSpec,
@@ -40,6 +41,7 @@ from geopipe_env.scenario import (
     TraceJob,
     WorkloadSpec,
 )
+from geopipe_env.sizing import connected_components, size_job
 from geopipe_env.units import SECONDS_PER_MS, seconds_from_hours
 
 SCHEMA_VERSION = 1
@@ -746,16 +748,19 @@ def _workload(section: _Section, base_dir: Path) -> tuple[WorkloadSpec, dict[Mod
     return workload, model_paths
 
 
+def _catalog_entry(item: str, path: str, catalog: dict[str, Any], kind: str, inline: str) -> Any:
+    """A catalog entry by case-insensitive key, or a ScenarioError naming the valid keys."""
+    key = item.casefold()
+    if key not in catalog:
+        raise ScenarioError(
+            path, f"unknown {kind} {item!r}{_suggest(key, catalog)}", f"a catalog key ({_choices(catalog)}) or {inline}"
+        )
+    return catalog[key]
+
+
 def _model(item: Any, path: str, default_name: str) -> ModelSpec:
     if isinstance(item, str):
-        key = item.casefold()
-        if key not in MODEL_CATALOG:
-            raise ScenarioError(
-                path,
-                f"unknown model {item!r}{_suggest(key, MODEL_CATALOG)}",
-                f"a catalog key ({_choices(MODEL_CATALOG)}) or {{params_b, layers, hidden}}",
-            )
-        return MODEL_CATALOG[key]
+        return _catalog_entry(item, path, MODEL_CATALOG, "model", "{params_b, layers, hidden}")
     section = _Section(item, path, _MODEL_KEYS)
     return ModelSpec(
         name=section.string("name", default=default_name),
@@ -767,14 +772,7 @@ def _model(item: Any, path: str, default_name: str) -> ModelSpec:
 
 def _dataset(item: Any, path: str) -> DatasetSpec:
     if isinstance(item, str):
-        key = item.casefold()
-        if key not in DATASET_CATALOG:
-            raise ScenarioError(
-                path,
-                f"unknown dataset {item!r}{_suggest(key, DATASET_CATALOG)}",
-                f"a catalog key ({_choices(DATASET_CATALOG)}) or {{name, tokens}}",
-            )
-        return DATASET_CATALOG[key]
+        return _catalog_entry(item, path, DATASET_CATALOG, "dataset", "{name, tokens}")
     section = _Section(item, path, _DATASET_KEYS)
     return DatasetSpec(
         name=section.string("name"),
@@ -907,13 +905,6 @@ def _randomize(section: _Section | None) -> RandomizeSpec:
 # ---------------------------------------------------------------------------------------------------------
 
 
-def _components(scenario: Scenario) -> list[list[int]]:
-    """Region indices of each connected group of the (undirected) inter-region network."""
-    graph = nx.Graph(scenario.network.graph(scenario.region_ids))
-    index = {rid: i for i, rid in enumerate(scenario.region_ids)}
-    return [sorted(index[rid] for rid in group) for group in nx.connected_components(graph)]
-
-
 def _gpu_counts_to_check(scenario: Scenario) -> list[tuple[str, list[int]]]:
     """GPU counts as given, and at the low end of ``randomize.gpu_scale`` (rounded as the generator does)."""
     counts = [r.num_gpus for r in scenario.regions]
@@ -930,7 +921,7 @@ def _check_feasible(scenario: Scenario, model_paths: dict[ModelSpec, str]) -> No
     Fewer GPUs only make placement harder, so checking the low end of ``gpu_scale`` covers every episode.
     """
     gpus_per_stage = scenario.workload.gpus_per_stage
-    components = _components(scenario)
+    components = connected_components(scenario.network.bandwidth_gbps)
     for scale_path, counts in _gpu_counts_to_check(scenario):
         if gpus_per_stage > max(counts):
             raise ScenarioError(
@@ -939,22 +930,7 @@ def _check_feasible(scenario: Scenario, model_paths: dict[ModelSpec, str]) -> No
                 "a stage that fits inside one region",
             )
         for model, model_path in model_paths.items():
-            _check_model(scenario, model, model_path, scale_path, counts, components)
-
-
-def _min_stages(scenario: Scenario, model: ModelSpec, memory_gb: float) -> int | None:
-    wl = scenario.workload
-    return min_feasible_stages(
-        model.params,
-        model.layers,
-        model.hidden,
-        wl.micro_batch_size,
-        wl.seq_len,
-        wl.num_microbatches,
-        memory_gb,
-        wl.gpus_per_stage,
-        scenario.pipeline_schedule,
-    )
+            _check_model(scenario, model, model_path, scale_path, np.array(counts), components)
 
 
 def _check_model(
@@ -962,19 +938,18 @@ def _check_model(
     model: ModelSpec,
     model_path: str,
     scale_path: str,
-    counts: list[int],
-    components: list[list[int]],
+    counts: np.ndarray,
+    components: list[np.ndarray],
 ) -> None:
-    """One model against the world, by the rule the generator uses to pick K*.
-
-    K* is sized on a reference GPU type (among the types that hold a stage, the one with the most GPUs; ties go
-    to more memory, then more TFLOPS) and may use at most the GPUs with at least that memory in one connected
-    group of regions. The job is placeable iff its minimum stage count on that type fits this room.
-    """
+    """One model against the world, by the sizing rule the generator uses to pick K* (see ``sizing``)."""
     wl, regions = scenario.workload, scenario.regions
-    memory_gb = [r.gpu.memory_gb for r in regions]
-    min_stages = [_min_stages(scenario, model, m) for m in memory_gb]
-    if all(k is None for k in min_stages):
+    memory_gb = np.array([r.gpu.memory_gb for r in regions])
+    sizing = size_job(
+        model.params, model.layers, model.hidden, wl.micro_batch_size, wl.seq_len, wl.num_microbatches,
+        wl.gpus_per_stage, scenario.pipeline_schedule, counts, memory_gb, np.array([r.gpu.tflops for r in regions]),
+        components,
+    )
+    if sizing is None:
         raise ScenarioError(
             model_path,
             f"model {model.name!r} ({model.params_b:g}B params) fits no GPU memory in this scenario, even at one "
@@ -983,28 +958,13 @@ def _check_model(
             "a model whose stages fit GPU memory (more gpus_per_stage, a smaller micro_batch_size or seq_len, "
             "or a GPU with more memory)",
         )
-    same_type = [
-        sum(
-            n
-            for n, o in zip(counts, regions, strict=True)
-            if (o.gpu.memory_gb, o.gpu.tflops) == (r.gpu.memory_gb, r.gpu.tflops)
-        )
-        for r in regions
-    ]
-    ref = max(
-        (same_type[i], regions[i].gpu.memory_gb, regions[i].gpu.tflops, i)
-        for i in range(len(regions))
-        if min_stages[i] is not None
-    )[3]
-    need_stages, ref_memory_gb = min_stages[ref], memory_gb[ref]
+    need_stages, ref_memory_gb = sizing.min_stages, memory_gb[sizing.ref_region]
     need_gpus = need_stages * wl.gpus_per_stage
-    eligible = [i for i in range(len(regions)) if memory_gb[i] >= ref_memory_gb]
-    total = sum(counts[i] for i in eligible)
-    if need_gpus > total:
+    if need_stages > sizing.total_stages:
         raise ScenarioError(
             scale_path or model_path,
             f"model {model.name!r} needs at least {need_stages} stages × {wl.gpus_per_stage} GPU(s) = {need_gpus} "
-            f"GPUs of >= {ref_memory_gb:g} GB, but the scenario has {total}"
+            f"GPUs of >= {ref_memory_gb:g} GB, but the scenario has {sizing.total_stages * wl.gpus_per_stage}"
             + (" at the low end of the GPU scale" if scale_path else ""),
             f"at least {need_gpus} such GPUs in total",
         )
@@ -1015,13 +975,13 @@ def _check_model(
             f"to fit {ref_memory_gb:g} GB GPUs",
             f"max_stages >= {need_stages}",
         )
-    room = max(sum(counts[i] for i in group if i in eligible) for group in components)
-    if need_gpus > room:
-        groups = "; ".join("[" + ", ".join(scenario.region_ids[i] for i in group) + "]" for group in components)
+    if need_stages > sizing.room_stages:
+        ids = scenario.region_ids
+        groups = "; ".join("[" + ", ".join(ids[i] for i in np.flatnonzero(g)) + "]" for g in components)
         raise ScenarioError(
             scale_path or "network.matrix",
             f"the network splits into {len(components)} disconnected groups ({groups}) and model {model.name!r} "
-            f"needs {need_gpus} GPUs, more than any group has (at most {room})",
+            f"needs {need_gpus} GPUs, more than any group has (at most {sizing.room_stages * wl.gpus_per_stage})",
             "matrix links that join enough regions for every job to fit inside one connected group",
         )
 

@@ -1,0 +1,77 @@
+"""Layer 3: sizing a job against a world's GPUs.
+
+One rule, shared by the episode generator (which picks K*) and the scenario loader (which rejects worlds where a
+job could never run): K* is sized on a *reference GPU type*, the type holding the most GPUs among those a stage of
+the job fits (ties: more memory, then more TFLOPS), and may use at most the GPUs with at least that memory inside
+one connected group of regions.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from geopipe_env.physics import pipeline
+
+
+class JobSizing(NamedTuple):
+    """How a model fits a world."""
+
+    ref_region: int  # a region with the reference GPU type
+    min_stages: int  # the fewest stages that fit the reference GPU's memory
+    total_stages: int  # stages the GPUs with at least the reference memory hold, wherever they are
+    room_stages: int  # the same, inside the best single connected group of regions
+
+
+def connected_components(bandwidth_gbps: np.ndarray) -> list[np.ndarray]:
+    """Groups of regions joined by links (either direction), as (R,) bool masks."""
+    n = bandwidth_gbps.shape[0]
+    linked = (bandwidth_gbps > 0) | (bandwidth_gbps.T > 0)
+    seen = np.zeros(n, dtype=bool)
+    groups = []
+    for start in range(n):
+        if seen[start]:
+            continue
+        group = np.zeros(n, dtype=bool)
+        frontier = [start]
+        group[start] = seen[start] = True
+        while frontier:
+            r = frontier.pop()
+            for nxt in np.flatnonzero(linked[r] & ~seen):
+                seen[nxt] = group[nxt] = True
+                frontier.append(int(nxt))
+        groups.append(group)
+    return groups
+
+
+def size_job(
+    params: float,
+    layers: int,
+    hidden: int,
+    micro_batch_size: int,
+    seq_len: int,
+    num_microbatches: int,
+    gpus_per_stage: int,
+    schedule: str,
+    num_gpus: np.ndarray,
+    memory_gb: np.ndarray,
+    tflops: np.ndarray,
+    components: list[np.ndarray],
+) -> JobSizing | None:
+    """The job's reference GPU and room in this world; ``None`` if a stage fits no GPU even at one layer each."""
+    min_stages = [
+        pipeline.min_feasible_stages(
+            params, layers, hidden, micro_batch_size, seq_len, num_microbatches, mem, gpus_per_stage, schedule
+        )
+        for mem in memory_gb
+    ]
+    fitting = [r for r, k in enumerate(min_stages) if k is not None]
+    if not fitting:
+        return None
+    same_type = [int(num_gpus[(memory_gb == memory_gb[r]) & (tflops == tflops[r])].sum()) for r in range(len(num_gpus))]
+    ref = max((same_type[r], memory_gb[r], tflops[r], r) for r in fitting)[3]
+    big_enough = memory_gb >= memory_gb[ref]
+    total = int(num_gpus[big_enough].sum()) // gpus_per_stage
+    room = max(int(num_gpus[group & big_enough].sum()) for group in components) // gpus_per_stage
+    return JobSizing(ref_region=ref, min_stages=int(min_stages[ref]), total_stages=total, room_stages=room)
