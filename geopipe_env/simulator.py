@@ -109,6 +109,8 @@ class ClusterSim:
         self.region_power_w = np.zeros(world.num_regions)
         self.region_gpu_seconds = np.zeros(world.num_regions)
         self.link_load_gbps = np.zeros((world.num_regions, world.num_regions))
+        # (time_s, allocated GPUs per region) after every launch and completion, for plots and audits.
+        self.gpu_timeline: list[tuple[float, np.ndarray]] = [(0.0, np.zeros(world.num_regions, dtype=np.int64))]
         self._events = EventQueue()
         for job in world.jobs:
             self._events.push(job.arrival_s, Event(EventKind.ARRIVAL, job.job_id))
@@ -202,6 +204,7 @@ class ClusterSim:
         self.free_gpus += rj.gpus
         self.status[jid] = JobStatus.DONE
         self.finish_s[jid] = self.now_s
+        self.gpu_timeline.append((self.now_s, self.world.num_gpus - self.free_gpus))
 
     # ------------------------------------------------------------------ placement physics
     def _stage_arrays(self, job: Job, placement: Placement) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -314,6 +317,7 @@ class ClusterSim:
         self.start_s[job_id] = self.now_s
         self.running[job_id] = rj
         self.placements[job_id] = placement
+        self.gpu_timeline.append((self.now_s, self.world.num_gpus - self.free_gpus))
         self._recompute_rates()
 
     def _recompute_rates(self) -> None:
