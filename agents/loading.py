@@ -47,6 +47,7 @@ class AgentPolicy:
         self.obs_normalizer = obs_normalizer
         self.name = name
         self.deterministic = deterministic
+        self.env_kwargs: dict[str, Any] = {}
         self.wait_action = int(model.action_space.n) - 1
 
     def reset(self, env: Any) -> None:

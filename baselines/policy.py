@@ -20,6 +20,7 @@ class Policy(Protocol):
     """What every scheduler, scripted or learned, provides."""
 
     name: str
+    env_kwargs: dict[str, Any]  # extra gym.make kwargs this policy needs (e.g. extra candidate strategies)
 
     def reset(self, env: Any) -> None:
         """Bind to ``env`` (a ``GeoPipeEnv`` or a wrapper of one) at the start of an episode."""
@@ -34,6 +35,7 @@ class ScriptedPolicy:
     name = "scripted"
 
     def __init__(self) -> None:
+        self.env_kwargs: dict[str, Any] = {}
         self.env: GeoPipeEnv | None = None
         self.rng = np.random.default_rng(0)
 
