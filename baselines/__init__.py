@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from baselines.bace import BacePipePolicy, PriceAwarePolicy, SjfPolicy
 from baselines.policy import FcfsPolicy, Policy, RandomFcfsPolicy, ScriptedPolicy
 
 _FACTORIES: dict[str, Callable[[], Policy]] = {
+    # BACE-Pipe and the paper's three ablations (PAPERS.md §1.8).
+    "bace-pipe": BacePipePolicy,
+    "bace-pipe-no-priority": lambda: BacePipePolicy("bace-pipe-no-priority", use_priority=False),
+    "bace-pipe-no-pathfinder": lambda: BacePipePolicy("bace-pipe-no-pathfinder", strategy="bace-pipe-no-pathfinder"),
+    "bace-pipe-no-costmin": lambda: BacePipePolicy("bace-pipe-no-costmin", strategy="bace-pipe-no-costmin"),
     # The paper's four baselines (PAPERS.md §1.7), FCFS with K*.
     "ldf": lambda: FcfsPolicy("ldf"),
     "lcf": lambda: FcfsPolicy("lcf"),
@@ -16,6 +22,9 @@ _FACTORIES: dict[str, Callable[[], Policy]] = {
     "delay-first": lambda: FcfsPolicy("cr-ldf", name="delay-first"),
     "cost-first": lambda: FcfsPolicy("cr-lcf", name="cost-first"),
     "fcfs-random": RandomFcfsPolicy,
+    # Heuristics beyond the paper's.
+    "sjf": SjfPolicy,
+    "price-aware": PriceAwarePolicy,
 }
 
 

@@ -18,8 +18,8 @@ def run_episode(env_id: str, seed: int, policy_name: str) -> dict[str, float]:
     """One episode of ``policy_name`` on ``env_id``; its episode metrics."""
     from baselines import make_policy
 
-    env = gym.make(env_id)
     policy = make_policy(policy_name)
+    env = gym.make(env_id, **policy.env_kwargs)
     obs, info = env.reset(seed=seed)
     policy.reset(env)
     while True:

@@ -40,7 +40,8 @@ and advances to the first decision.
 ## Arguments
 ``scenario`` (built-in name, YAML path or a ``Scenario``), ``cost_weight`` (default: the scenario's),
 ``render_mode`` (``"ansi"`` or ``"rgb_array"``), ``queue_slots`` (Q, 8), ``max_regions`` (16),
-``invalid_action_penalty`` (1.0), ``timing`` (``"analytic"`` or ``"exact"``).
+``invalid_action_penalty`` (1.0), ``timing`` (``"analytic"`` or ``"exact"``), ``strategies`` (the K candidate
+strategies, default ``STRATEGY_NAMES``; ``placement.ALL_STRATEGIES`` lists every choice).
 
 ## Version History
 * v0: initial release.
@@ -58,7 +59,7 @@ from geopipe_env.generator import World, sample_world
 from geopipe_env.loader import builtin_names, load_builtin, load_scenario
 from geopipe_env.observation import CandidateInfo, ObservationEncoder, observation_space
 from geopipe_env.physics import pipeline
-from geopipe_env.placement import STRATEGY_NAMES, PlacementContext, candidates
+from geopipe_env.placement import ALL_STRATEGIES, STRATEGY_NAMES, PlacementContext, candidates
 from geopipe_env.scenario import Scenario
 from geopipe_env.simulator import ClusterSim, JobStatus
 from geopipe_env.units import BYTES_PER_TB, SECONDS_PER_HOUR, WATTS_PER_KW
@@ -89,6 +90,7 @@ class GeoPipeEnv(gym.Env):
         max_regions: int = DEFAULT_MAX_REGIONS,
         invalid_action_penalty: float = 1.0,
         timing: str = "analytic",
+        strategies: tuple[str, ...] | list[str] | None = None,
     ) -> None:
         self.scenario = resolve_scenario(scenario)
         if self.scenario.num_regions > max_regions:
@@ -103,7 +105,11 @@ class GeoPipeEnv(gym.Env):
         self.max_regions = max_regions
         self.invalid_action_penalty = float(invalid_action_penalty)
         self.timing = timing
-        self.num_strategies = len(STRATEGY_NAMES)
+        self.strategies = tuple(STRATEGY_NAMES if strategies is None else strategies)
+        unknown = [name for name in self.strategies if name not in ALL_STRATEGIES]
+        if unknown or not self.strategies:
+            raise ValueError(f"strategies must be a non-empty list from {', '.join(ALL_STRATEGIES)}; got {unknown or 'none'}")
+        self.num_strategies = len(self.strategies)
         self.wait_action = queue_slots * self.num_strategies
         self.action_space = gym.spaces.Discrete(self.wait_action + 1)
         self.observation_space = observation_space(max_regions, queue_slots, self.num_strategies)
@@ -212,7 +218,7 @@ class GeoPipeEnv(gym.Env):
         for slot, jid in enumerate(sim.waiting[: self.queue_slots]):
             job = self.world.jobs[jid]
             row: list[CandidateInfo | None] = []
-            for k, placement in enumerate(candidates(ctx, job)):
+            for k, placement in enumerate(candidates(ctx, job, self.strategies)):
                 info = None
                 if placement is not None:
                     est = ctx.estimate(job, placement)

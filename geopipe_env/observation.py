@@ -71,7 +71,7 @@ def _normalise_prices(values: np.ndarray) -> np.ndarray:
     return values / scale
 
 
-def _typical_demand_gbps(job) -> float:
+def typical_demand_gbps(job) -> float:
     """The job's no-stall rate per hop on a typical (median) GPU it fits: ``A·8 / (f + b)``."""
     stage_s = (1.0 + pipeline.BACKWARD_TO_FORWARD) * float(np.median(job.forward_s[job.fits]))
     return rate_gbps(job.activation_bytes, stage_s)
@@ -143,7 +143,7 @@ class ObservationEncoder:
                 1.0,
                 job.num_gpus / self.total_gpus,
                 np.log(job.isolated_duration_s / self.t_ref_s),
-                np.log(_typical_demand_gbps(job) / self.median_bw),
+                np.log(typical_demand_gbps(job) / self.median_bw),
                 (now - job.arrival_s) / self.t_ref_s,
                 float(any(ci is not None for ci in row_cands)),
             )

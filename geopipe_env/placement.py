@@ -12,6 +12,10 @@ decision is an action, and the strategies also serve the scripted policies direc
 * ``lcf`` / ``ldf``: the whole job in the cheapest region / the region with the most free GPUs;
 * ``fastest`` / ``cheapest`` / ``greenest``: the best of all the above and every single region, by estimated
   duration, electricity cost or carbon.
+
+Two more strategies are not in the default K but serve the paper's ablations (PAPERS.md §1.8):
+``bace-pipe-no-pathfinder`` (Cost-Min on the cost-first path, no bandwidth admission) and
+``bace-pipe-no-costmin`` (the pathfinder's path filled in path order).
 """
 
 from __future__ import annotations
@@ -187,17 +191,22 @@ def cost_min_allocate(ctx: PlacementContext, job: Job, path: Sequence[int]) -> P
     return Placement(tuple(int(r) for r in path), tuple(stages[r] for r in path))
 
 
-def bace_pathfinder(ctx: PlacementContext, job: Job, check_bandwidth: bool = True) -> list[int] | None:
+def bace_pathfinder(
+    ctx: PlacementContext,
+    job: Job,
+    check_bandwidth: bool = True,
+    score: Callable[[int, int], float] | None = None,
+) -> list[int] | None:
     """BACE-Pipe's pathfinder: from each start (cheapest first), grow along the best spare bandwidth.
 
-    With ``check_bandwidth`` a region joins only if its boundary passes :func:`comm_fits_compute`.
+    With ``check_bandwidth`` a region joins only if its boundary passes :func:`comm_fits_compute`; ``score``
+    replaces the spare-bandwidth preference (the no-pathfinder ablation grows by price instead).
     """
     free = ctx.free_stages(job)
     admissible = (lambda a, b: comm_fits_compute(ctx, job, a, b)) if check_bandwidth else None
+    grow_score = score or (lambda end, new: ctx.spare_gbps[end, new])
     for start in sorted(np.flatnonzero(free > 0), key=lambda r: (ctx.price_now[r], r)):
-        path = _grow_path(
-            ctx, job, int(start), lambda end, new: ctx.spare_gbps[end, new], admissible=admissible, both_ends=True
-        )
+        path = _grow_path(ctx, job, int(start), grow_score, admissible=admissible, both_ends=True)
         if path is not None:
             return path
     return None
@@ -207,6 +216,18 @@ def bace_pipe(ctx: PlacementContext, job: Job) -> Placement | None:
     """BACE-Pipe: bandwidth-aware pathfinder + Cost-Min allocator."""
     path = bace_pathfinder(ctx, job)
     return None if path is None else cost_min_allocate(ctx, job, path)
+
+
+def bace_pipe_no_pathfinder(ctx: PlacementContext, job: Job) -> Placement | None:
+    """Ablation: Cost-Min allocation on the cost-first (ascending price) path, with no bandwidth admission."""
+    path = bace_pathfinder(ctx, job, check_bandwidth=False, score=lambda end, new: -ctx.price_now[new])
+    return None if path is None else cost_min_allocate(ctx, job, path)
+
+
+def bace_pipe_no_costmin(ctx: PlacementContext, job: Job) -> Placement | None:
+    """Ablation: the bandwidth-aware pathfinder's path, filled greedily in path order instead of by price."""
+    path = bace_pathfinder(ctx, job)
+    return None if path is None else _fill_in_order(path, ctx.free_stages(job), job.num_stages)
 
 
 def _pool(ctx: PlacementContext, job: Job, named: Sequence[Placement | None]) -> list[Placement]:
@@ -226,13 +247,43 @@ def _best(pool: list[Placement], key: Callable[[Placement], float]) -> Placement
     return min(scored)[2] if scored else None
 
 
-def candidates(ctx: PlacementContext, job: Job) -> list[Placement | None]:
-    """The K = len(STRATEGY_NAMES) candidate placements of ``job``, in slot order."""
-    named = [bace_pipe(ctx, job), cr_lcf(ctx, job), cr_ldf(ctx, job), lcf(ctx, job), ldf(ctx, job)]
-    pool = _pool(ctx, job, named)
-    fastest = _best(pool, lambda p: ctx.estimate(job, p).duration_s)
-    cheapest = _best(pool, lambda p: ctx.cost_usd(job, p))
-    greenest = _best(pool, lambda p: ctx.carbon_kg(job, p))
-    return named + [fastest, cheapest, greenest]
+BASE_STRATEGIES: dict[str, Callable[[PlacementContext, Job], Placement | None]] = {
+    "bace-pipe": bace_pipe,
+    "cr-lcf": cr_lcf,
+    "cr-ldf": cr_ldf,
+    "lcf": lcf,
+    "ldf": ldf,
+    "bace-pipe-no-pathfinder": bace_pipe_no_pathfinder,
+    "bace-pipe-no-costmin": bace_pipe_no_costmin,
+}
+POOLED_FROM = ("bace-pipe", "cr-lcf", "cr-ldf", "lcf", "ldf")  # what fastest / cheapest / greenest choose among
+SELECTORS = ("fastest", "cheapest", "greenest")
+ALL_STRATEGIES: tuple[str, ...] = tuple(BASE_STRATEGIES) + SELECTORS
+
+
+def candidates(ctx: PlacementContext, job: Job, strategies: Sequence[str] = STRATEGY_NAMES) -> list[Placement | None]:
+    """The candidate placement of ``job`` under each of ``strategies``, in order."""
+    base: dict[str, Placement | None] = {}
+
+    def named(name: str) -> Placement | None:
+        if name not in base:
+            base[name] = BASE_STRATEGIES[name](ctx, job)
+        return base[name]
+
+    pool: list[Placement] | None = None
+    out: list[Placement | None] = []
+    for name in strategies:
+        if name in BASE_STRATEGIES:
+            out.append(named(name))
+            continue
+        if pool is None:
+            pool = _pool(ctx, job, [named(n) for n in POOLED_FROM])
+        if name == "fastest":
+            out.append(_best(pool, lambda p: ctx.estimate(job, p).duration_s))
+        elif name == "cheapest":
+            out.append(_best(pool, lambda p: ctx.cost_usd(job, p)))
+        else:
+            out.append(_best(pool, lambda p: ctx.carbon_kg(job, p)))
+    return out
 
 

@@ -9,8 +9,8 @@ from baselines import Policy, make_policy, policy_names
 
 
 def _run(env_id, name, seed):
-    env = gym.make(env_id)
     policy = make_policy(name)
+    env = gym.make(env_id, **policy.env_kwargs)
     obs, info = env.reset(seed=seed)
     policy.reset(env)
     launched = []
