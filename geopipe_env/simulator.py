@@ -121,6 +121,9 @@ class ClusterSim:
         if self._time_varying:
             self._events.push(SECONDS_PER_HOUR, Event(EventKind.HOUR_TICK))
         self.capacity_gbps = self._capacity_at(0.0)
+        self._capacity_version = 0  # bumps when background traffic changes capacities
+        # (job, placement, rate, capacity version) → (iteration_s, power_w): timing is pure in these.
+        self._timing_cache: dict[tuple, tuple[float, np.ndarray]] = {}
         net = sc.network
         self._intra_x_per_byte = BITS_PER_BYTE / (net.intra_bandwidth_gbps * BITS_PER_GBIT)
         self._idle_power_w = world.idle_watts * world.pue  # per unallocated GPU, billed if the scenario says so
@@ -195,6 +198,7 @@ class ClusterSim:
         self._events.push(self.now_s + SECONDS_PER_HOUR, Event(EventKind.HOUR_TICK))
         if self.world.scenario.network.background is not None:
             self.capacity_gbps = self._capacity_at(self.now_s)
+            self._capacity_version += 1
             return True
         return False
 
@@ -224,7 +228,16 @@ class ClusterSim:
     def _timing(
         self, job: Job, placement: Placement, forward: np.ndarray, transfer: np.ndarray, latency: np.ndarray, rate_gbps: float
     ) -> tuple[float, np.ndarray]:
-        """Iteration time at a given per-hop rate, and the resulting facility power per region."""
+        """Iteration time at a given per-hop rate, and the resulting facility power per region (memoised)."""
+        key = (job.job_id, placement, rate_gbps, self._capacity_version)
+        cached = self._timing_cache.get(key)
+        if cached is None:
+            cached = self._timing_cache[key] = self._compute_timing(job, placement, forward, transfer, latency, rate_gbps)
+        return cached
+
+    def _compute_timing(
+        self, job: Job, placement: Placement, forward: np.ndarray, transfer: np.ndarray, latency: np.ndarray, rate_gbps: float
+    ) -> tuple[float, np.ndarray]:
         backward = pipeline.BACKWARD_TO_FORWARD * forward
         min_cadence = 0.0
         if placement.num_wan_hops and rate_gbps > 0.0:
