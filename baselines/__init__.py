@@ -28,9 +28,12 @@ _FACTORIES: dict[str, Callable[[], Policy]] = {
 }
 
 
-def policy_names() -> tuple[str, ...]:
-    """Every name :func:`make_policy` accepts."""
-    return tuple(_FACTORIES)
+ALIASES = {"delay-first": "cr-ldf", "cost-first": "cr-lcf"}  # DESIGN's family names for the same policies
+
+
+def policy_names(include_aliases: bool = True) -> tuple[str, ...]:
+    """Every name :func:`make_policy` accepts (optionally without the aliases of other names)."""
+    return tuple(name for name in _FACTORIES if include_aliases or name not in ALIASES)
 
 
 def make_policy(name: str) -> Policy:

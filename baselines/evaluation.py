@@ -29,7 +29,7 @@ import numpy as np
 from tqdm import tqdm
 
 import geopipe_env  # noqa: F401  (registers the env ids)
-from baselines import make_policy
+from baselines import make_policy, policy_names
 from baselines.policy import Policy
 from geopipe_env.env import GeoPipeEnv
 from geopipe_env.units import SECONDS_PER_HOUR
@@ -101,12 +101,11 @@ def build_policy(spec: str) -> Policy:
 
 
 def default_policy_specs() -> list[str]:
-    """Every scripted policy name, then every ``agents/pretrained/*.zip`` that exists (sorted)."""
+    """Every scripted policy (aliases left out), then every ``agents/pretrained/*.zip`` that exists (sorted)."""
     import agents
-    from baselines import policy_names
 
     pretrained = Path(agents.__file__).resolve().parent / "pretrained"
-    return [*policy_names(), *sorted(str(p) for p in pretrained.glob(f"*{AGENT_SUFFIX}"))]
+    return [*policy_names(include_aliases=False), *sorted(str(p) for p in pretrained.glob(f"*{AGENT_SUFFIX}"))]
 
 
 def check_inputs(envs: Sequence[EnvSpec], policy_specs: Sequence[str], cost_weight: float | None) -> list[str]:

@@ -55,7 +55,7 @@ def plot_env(rows: Sequence[dict[str, Any]], policies: dict[str, Any], title: st
 
 def _bars(policies: dict[str, Any], colors: dict, title: str) -> Figure:
     names = list(policies)
-    fig = Figure(figsize=(max(6.0, 0.9 * len(names) + 2.0), 6.5))
+    fig = Figure(figsize=(max(6.0, 0.9 * len(names) + 2.0), 6.5), layout="constrained")
     axes = fig.subplots(2, 1, sharex=True)
     x = np.arange(len(names))
     for ax, (key, label) in zip(axes, (("avg_jct_h", "average JCT (h)"), ("total_cost_usd", "total cost (USD)"))):
@@ -69,7 +69,7 @@ def _bars(policies: dict[str, Any], colors: dict, title: str) -> Figure:
 
 
 def _cdf(rows: Sequence[dict[str, Any]], names: list[str], colors: dict, title: str) -> Figure:
-    fig = Figure(figsize=(7.0, 4.5))
+    fig = Figure(figsize=(8.0, 4.5), layout="constrained")
     ax = fig.subplots()
     for policy in names:
         jct = np.sort([j for r in rows if r["policy"] == policy for j in r["jct_h"]])
@@ -80,7 +80,7 @@ def _cdf(rows: Sequence[dict[str, Any]], names: list[str], colors: dict, title: 
     ax.set_ylabel("fraction of finished jobs")
     ax.set_title(f"{title}: JCT CDF, pooled over episodes")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
+    fig.legend(loc="outside right upper", fontsize="small")
     return fig
 
 
@@ -88,7 +88,7 @@ def _scatter(policies: dict[str, Any], colors: dict, title: str) -> Figure:
     names = list(policies)
     jct = [policies[p]["avg_jct_h"] for p in names]
     cost = [policies[p]["total_cost_usd"] for p in names]
-    fig = Figure(figsize=(7.0, 5.0))
+    fig = Figure(figsize=(9.0, 5.0), layout="constrained")
     ax = fig.subplots()
     for policy, j, c in zip(names, jct, cost):
         ax.errorbar(j["mean"], c["mean"], xerr=_ci(j), yerr=_ci(c), fmt="o", capsize=3, color=colors[policy], label=policy)
@@ -98,18 +98,20 @@ def _scatter(policies: dict[str, Any], colors: dict, title: str) -> Figure:
         fx, fy = [jct[i]["mean"] for i in front], [cost[i]["mean"] for i in front]
         ax.step(fx, fy, where="post", color="0.3", linestyle="--", linewidth=1, label="Pareto front", zorder=0)
         ax.scatter(fx, fy, s=180, facecolors="none", edgecolors="0.2", zorder=3)
+        for i in front:
+            ax.annotate(names[i], (jct[i]["mean"], cost[i]["mean"]), xytext=(8, 6), textcoords="offset points", fontsize="small")
     ax.set_xlabel("average JCT (h)")
     ax.set_ylabel("total cost (USD)")
-    ax.set_title(f"{title}: JCT vs cost (lower left is better)")
+    ax.set_title(f"{title}: JCT vs cost, mean ± 95% CI (lower left is better)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
+    fig.legend(loc="outside right upper", fontsize="small")
     return fig
 
 
 def _timelines(rows: Sequence[dict[str, Any]], names: list[str], title: str) -> Figure:
     recorded = {r["policy"]: r for r in rows if r.get("timeline") is not None}
     shown = [p for p in names if p in recorded]
-    fig = Figure(figsize=(9.0, TIMELINE_ROW_HEIGHT_IN * max(len(shown), 1) + 0.8))
+    fig = Figure(figsize=(9.0, TIMELINE_ROW_HEIGHT_IN * max(len(shown), 1) + 1.2), layout="constrained")
     axes = fig.subplots(max(len(shown), 1), 1, sharex=True, squeeze=False)[:, 0]
     for ax, policy in zip(axes, shown):
         line = recorded[policy]["timeline"]
@@ -119,7 +121,8 @@ def _timelines(rows: Sequence[dict[str, Any]], names: list[str], title: str) -> 
         ax.set_ylabel("GPUs")
         ax.set_title(f"{policy} (seed {recorded[policy]['seed']})", fontsize="medium", loc="left")
     if shown:
-        axes[0].legend(loc="upper right", fontsize="x-small", ncol=min(len(recorded[shown[0]]["timeline"]["regions"]), 8))
+        regions = recorded[shown[0]]["timeline"]["regions"]
+        fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", fontsize="small", ncol=min(len(regions), 8))
     axes[-1].set_xlabel("time (h)")
     fig.suptitle(f"{title}: allocated GPUs per region (dotted: total GPUs)")
     return fig

@@ -1,0 +1,121 @@
+"""evaluate.py and baselines.evaluation: the episode runner, its statistics and its outputs."""
+
+import csv
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from baselines import policy_names
+from baselines.evaluation import (
+    change_vs_reference_pct,
+    mean_ci,
+    pareto_front,
+    parse_env,
+    run_episodes,
+    t_critical,
+)
+
+# evaluate.py is a top-level script, not part of the installed packages: load it from the repo root.
+_SPEC = importlib.util.spec_from_file_location("evaluate", Path(__file__).resolve().parents[1] / "evaluate.py")
+evaluate = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(evaluate)
+
+TOY = "GeoPipe-Toy-v0"
+POLICIES = ["cr-ldf", "lcf", *(["bace-pipe"] if "bace-pipe" in policy_names() else [])]
+PLOTS = ("jct_cost_bars", "jct_cdf", "jct_vs_cost", "gpu_timeline")
+
+
+def test_main_writes_table_csv_json_and_plots(tmp_path, capsys):
+    """A toy run writes one CSV row per episode, JSON means equal to the CSV means, and every plot."""
+    assert evaluate.main(["--env", TOY, "--policies", *POLICIES, "--seeds", "2", "--workers", "1", "--out", str(tmp_path)]) == 0
+
+    table = capsys.readouterr().out
+    for policy in POLICIES:
+        assert f"| {policy} |" in table
+    if "bace-pipe" in POLICIES:
+        assert "%)" in table  # the other policies carry their change vs bace-pipe
+    for name in PLOTS:
+        assert (tmp_path / f"geopipe-toy-v0_{name}.png").stat().st_size > 0
+
+    with open(tmp_path / "results.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["policy"], int(r["seed"])) for r in rows] == [(p, s) for p in POLICIES for s in (1000, 1001)]
+    assert {r["env"] for r in rows} == {TOY}
+
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert doc["seeds"] == [1000, 1001] and "--policies" in doc["command"]
+    assert len(doc["episodes"]) == len(rows)
+    summary = doc["envs"][TOY]["policies"]
+    for policy in POLICIES:
+        mine = [r for r in rows if r["policy"] == policy]
+        for metric in ("return", "avg_jct_h", "p95_jct_h", "total_cost_usd", "energy_kwh", "carbon_kg", "gpu_utilization", "stalled_job_fraction"):
+            entry = summary[policy][metric]
+            assert entry["mean"] == pytest.approx(np.mean([float(r[metric]) for r in mine]), rel=1e-12, abs=1e-12)
+            assert entry["n"] == 2
+    assert set(doc["envs"][TOY]["pareto_front_jct_cost"]) <= set(POLICIES)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--policies", "no-such-policy"], "cr-ldf"),
+        (["--policies", "missing-agent.zip"], "missing-agent.zip"),
+        (["--env", "NoSuchEnv-v0"], "NoSuchEnv"),
+        (["--env", "missing-scenario.yaml"], "missing-scenario.yaml"),
+    ],
+)
+def test_bad_input_exits_2_with_a_message(args, message, tmp_path, capsys):
+    """An unknown policy, agent file, env id or scenario file ends with exit code 2 and a message naming it."""
+    defaults = {"--env": [TOY], "--policies": ["lcf"]}
+    defaults.update({args[0]: args[1:]})
+    argv = [x for flag, values in defaults.items() for x in (flag, *values)]
+    with pytest.raises(SystemExit) as exit_info:
+        evaluate.main([*argv, "--seeds", "1", "--workers", "1", "--out", str(tmp_path)])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "results.csv").exists()
+
+
+def test_process_pool_matches_in_process():
+    """Episodes run in a spawn process pool give the same rows as in-process (the worker pickles)."""
+    envs, seeds = [parse_env(TOY)], [1000, 1001]
+    serial = run_episodes(envs, ["fcfs-random"], seeds, None, workers=1, progress=False)
+    pooled = run_episodes(envs, ["fcfs-random"], seeds, None, workers=2, progress=False)
+    assert pooled == serial
+    assert serial[0]["timeline"] is not None and serial[1]["timeline"] is None  # only the first seed's
+
+
+def test_t_critical_matches_the_t_table():
+    """The two-sided 95% t critical values match the textbook table."""
+    for df, expected in ((1, 12.7062), (2, 4.3027), (9, 2.2622), (30, 2.0423), (120, 1.9799)):
+        assert t_critical(0.95, df) == pytest.approx(expected, abs=5e-5)
+
+
+def test_mean_ci_is_nan_for_one_value_and_skips_nan():
+    """One finite value has no CI; NaNs are left out; identical values have a CI of exactly 0."""
+    assert math.isnan(mean_ci([3.0, math.nan]).ci95) and mean_ci([3.0, math.nan]).n == 1
+    assert mean_ci([2.0, 2.0, 2.0]).ci95 == 0.0
+    est = mean_ci([1.0, 2.0, 3.0])
+    assert est.mean == 2.0 and est.ci95 == pytest.approx(t_critical(0.95, 2) * 1.0 / math.sqrt(3))
+
+
+def test_change_vs_reference_pairs_seeds():
+    """The % change compares means over the seeds both policies ran, relative to |reference mean|."""
+    rows = [
+        {"policy": "a", "seed": 1, "x": 2.0},
+        {"policy": "a", "seed": 2, "x": 4.0},
+        {"policy": "ref", "seed": 1, "x": -1.0},
+        {"policy": "ref", "seed": 2, "x": -3.0},
+        {"policy": "ref", "seed": 3, "x": 100.0},  # unpaired: ignored
+    ]
+    assert change_vs_reference_pct(rows, "a", "ref", "x") == pytest.approx(100.0 * (3.0 - -2.0) / 2.0)
+
+
+def test_pareto_front_keeps_only_undominated_points():
+    """A point is on the front unless another is no worse in both coordinates and better in one."""
+    points = [(1.0, 5.0), (2.0, 2.0), (3.0, 3.0), (4.0, 1.0), (1.0, 6.0), (math.nan, 0.0)]
+    assert pareto_front(points) == [0, 1, 3]
