@@ -524,18 +524,20 @@ def _one_of(section: _Section, constant_key: str, series_key: str, required: boo
     return None
 
 
+def _bundled(section: _Section, key: str, names: Sequence[str], kind: str) -> str:
+    """A bundled series name from ``key``, or a ScenarioError listing the bundled names."""
+    name = section.string(key)
+    if name not in names:
+        raise ScenarioError(
+            section.at(key), f"unknown {kind} {name!r}{_suggest(name, names)}", f"a bundled {kind.split()[-1]}: {_choices(names)}"
+        )
+    return name
+
+
 def _price(section: _Section) -> HourlySeries:
     if _one_of(section, "price_usd_per_kwh", "price_market", required=True) == "price_usd_per_kwh":
         return HourlySeries.constant(section.number("price_usd_per_kwh", minimum=0.0))
-    market = section.string("price_market")
-    markets = bundled.price_markets()
-    if market not in markets:
-        raise ScenarioError(
-            section.at("price_market"),
-            f"unknown market {market!r}{_suggest(market, markets)}",
-            f"a bundled market: {_choices(markets)}",
-        )
-    return bundled.price_series(market)
+    return bundled.price_series(_bundled(section, "price_market", bundled.price_markets(), "market"))
 
 
 def _carbon(section: _Section) -> HourlySeries | None:
@@ -544,15 +546,7 @@ def _carbon(section: _Section) -> HourlySeries | None:
         return None
     if which == "carbon_g_per_kwh":
         return HourlySeries.constant(section.number("carbon_g_per_kwh", minimum=0.0))
-    zone = section.string("carbon_zone")
-    zones = bundled.carbon_zones()
-    if zone not in zones:
-        raise ScenarioError(
-            section.at("carbon_zone"),
-            f"unknown carbon zone {zone!r}{_suggest(zone, zones)}",
-            f"a bundled zone: {_choices(zones)}",
-        )
-    return bundled.carbon_series(zone)
+    return bundled.carbon_series(_bundled(section, "carbon_zone", bundled.carbon_zones(), "carbon zone"))
 
 
 _NETWORK_KEYS = ("rule", "matrix", "intra_region", "default_latency_ms", "background")
