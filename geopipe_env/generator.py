@@ -141,13 +141,14 @@ def sample_world(scenario: Scenario, rng: np.random.Generator) -> World:
     components = connected_components(bandwidth)
     schedule = scenario.pipeline_schedule
     jobs = []
+    per_model: dict = {}  # jobs of one model share their sizing, timing and memory fit within a world
     for job_id, (arrival_s, model, dataset, iterations) in enumerate(_sample_arrivals(scenario, rng)):
-        jobs.append(
-            _make_job(
-                job_id, arrival_s, model, dataset, iterations, scenario, num_gpus, tflops, memory, busy, idle, pue,
-                ref_bw, ref_lat, best_bw, best_lat, schedule, components,
+        if model not in per_model:
+            per_model[model] = _model_profile(
+                model, scenario, num_gpus, tflops, memory, busy, idle, pue, ref_bw, ref_lat, best_bw, best_lat,
+                schedule, components,
             )
-        )
+        jobs.append(_make_job(job_id, arrival_s, model, dataset, iterations, scenario, per_model[model]))
     return World(
         scenario=scenario,
         num_gpus=num_gpus,
@@ -164,19 +165,29 @@ def sample_world(scenario: Scenario, rng: np.random.Generator) -> World:
     )
 
 
-def _make_job(
-    job_id, arrival_s, model, dataset, iterations, scenario, num_gpus, tflops, memory, busy, idle, pue,
-    ref_bw, ref_lat, best_bw, best_lat, schedule, components,
-) -> Job:
+@dataclass(frozen=True, slots=True, eq=False)
+class _ModelProfile:
+    """Everything about a model in one world that does not depend on the job's dataset or arrival."""
+
+    num_stages: int
+    activation_bytes: float
+    forward_s: np.ndarray
+    fits: np.ndarray
+    isolated_iteration_s: float
+    lower_bound_iteration_s: float
+    lower_bound_stage_energy_j: float  # per stage and iteration, on the most frugal region type
+
+
+def _model_profile(
+    model, scenario, num_gpus, tflops, memory, busy, idle, pue, ref_bw, ref_lat, best_bw, best_lat, schedule, components
+) -> _ModelProfile:
     wl = scenario.workload
     b, s, m, g = wl.micro_batch_size, wl.seq_len, wl.num_microbatches, wl.gpus_per_stage
-    if iterations is None:
-        iterations = pipeline.iterations_for(dataset.tokens, wl.epochs, b, s, m)
     sizing = size_job(
         model.params, model.layers, model.hidden, b, s, m, g, schedule, num_gpus, memory, tflops, components
     )
     if sizing is None:
-        raise ValueError(f"job {job_id} ({model.name}) fits no GPU memory in this episode")
+        raise ValueError(f"model {model.name} fits no GPU memory in this episode")
     ref_region = sizing.ref_region
     # Never ask for more GPUs than one connected group of regions with enough memory holds.
     max_stages = sizing.room_stages if wl.max_stages is None else min(wl.max_stages, sizing.room_stages)
@@ -185,7 +196,7 @@ def _make_job(
         ref_bw, ref_lat, g, schedule, max_stages,
     )
     if k_star is None:
-        raise ValueError(f"job {job_id} ({model.name}) fits no connected group of regions in this episode")
+        raise ValueError(f"model {model.name} fits no connected group of regions in this episode")
     stage_bytes = pipeline.stage_memory_bytes(model.params, model.layers, model.hidden, k_star, b, s, m, schedule)
     fits = np.array([pipeline.fits_memory(stage_bytes, memory[r], g) for r in range(len(num_gpus))])
     forward = np.array(
@@ -198,8 +209,19 @@ def _make_job(
     fastest = float(forward[fits].min())
     best_x = act * BITS_PER_BYTE / (best_bw * BITS_PER_GBIT)
     lb_iter = float(pipeline.uniform_iteration_time_s(fastest, k_star, best_x, best_lat, m, schedule))
-    stage_energy_j = (idle * lb_iter + (busy - idle) * m * (1.0 + pipeline.BACKWARD_TO_FORWARD) * forward) * pue * g  # per stage per iteration
-    lb_energy_kwh = float(stage_energy_j[fits].min()) * k_star * iterations / JOULES_PER_KWH
+    busy_s = m * (1.0 + pipeline.BACKWARD_TO_FORWARD) * forward
+    stage_energy_j = (idle * lb_iter + (busy - idle) * busy_s) * pue * g  # (R,) per stage per iteration
+    return _ModelProfile(int(k_star), act, forward, fits, isolated, lb_iter, float(stage_energy_j[fits].min()))
+
+
+def _make_job(job_id, arrival_s, model, dataset, iterations, scenario, profile: _ModelProfile) -> Job:
+    wl = scenario.workload
+    b, s, m, g = wl.micro_batch_size, wl.seq_len, wl.num_microbatches, wl.gpus_per_stage
+    if iterations is None:
+        iterations = pipeline.iterations_for(dataset.tokens, wl.epochs, b, s, m)
+    k_star, act, forward, fits = profile.num_stages, profile.activation_bytes, profile.forward_s, profile.fits
+    isolated, lb_iter = profile.isolated_iteration_s, profile.lower_bound_iteration_s
+    lb_energy_kwh = profile.lower_bound_stage_energy_j * k_star * iterations / JOULES_PER_KWH
     return Job(
         job_id=job_id,
         arrival_s=float(arrival_s),

@@ -58,7 +58,7 @@ class RunningJob:
     gpus: np.ndarray  # (R,) GPUs held per region
     forward_s: np.ndarray  # (S,)
     backward_s: np.ndarray  # (S,)
-    hop_transfer_s: np.ndarray  # (S−1,) at line rate; WAN entries refreshed with capacities
+    hop_transfer_s: np.ndarray  # (S−1,) at the current line rates
     hop_latency_s: np.ndarray  # (S−1,)
     wan_hop_index: np.ndarray  # positions of the WAN hops among the S−1 boundaries
     demand_gbps: float
@@ -69,6 +69,17 @@ class RunningJob:
     version: int = 0
     power_w: np.ndarray | None = None  # (R,)
     wan_bytes_per_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Layout:
+    """A placement's per-stage and per-boundary times at the current line rates, and its no-stall demand."""
+
+    forward_s: np.ndarray  # (S,)
+    hop_transfer_s: np.ndarray  # (S−1,)
+    hop_latency_s: np.ndarray  # (S−1,)
+    wan_hop_index: np.ndarray  # positions of the WAN hops among the S−1 boundaries
+    demand_gbps: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +135,8 @@ class ClusterSim:
         self._capacity_version = 0  # bumps when background traffic changes capacities
         # (job, placement, rate, capacity version) → (iteration_s, power_w): timing is pure in these.
         self._timing_cache: dict[tuple, tuple[float, np.ndarray]] = {}
+        # (job, placement, capacity version) → stage arrays and demand (read-only; never mutated).
+        self._layout_cache: dict[tuple, Layout] = {}
         net = sc.network
         self._intra_x_per_byte = BITS_PER_BYTE / (net.intra_bandwidth_gbps * BITS_PER_GBIT)
         self._idle_power_w = world.idle_watts * world.pue  # per unallocated GPU, billed if the scenario says so
@@ -211,6 +224,17 @@ class ClusterSim:
         self.gpu_timeline.append((self.now_s, self.world.num_gpus - self.free_gpus))
 
     # ------------------------------------------------------------------ placement physics
+    def layout(self, job: Job, placement: Placement) -> Layout:
+        """The placement's :class:`Layout` at the current capacities (memoised)."""
+        key = (job.job_id, placement, self._capacity_version)
+        cached = self._layout_cache.get(key)
+        if cached is None:
+            forward, transfer, latency, wan_pos = self._stage_arrays(job, placement)
+            for array in (forward, transfer, latency, wan_pos):
+                array.flags.writeable = False
+            cached = self._layout_cache[key] = Layout(forward, transfer, latency, wan_pos, self.demand_gbps(job, forward))
+        return cached
+
     def _stage_arrays(self, job: Job, placement: Placement) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Per-stage forward times and per-boundary transfer/latency at line rate, plus WAN hop positions."""
         regions = np.asarray(placement.regions)
@@ -288,8 +312,8 @@ class ClusterSim:
 
     def estimate(self, job: Job, placement: Placement) -> Estimate:
         """Iteration time and power if ``placement`` launched now and got the bandwidth left on its links."""
-        forward, transfer, latency, _ = self._stage_arrays(job, placement)
-        demand = self.demand_gbps(job, forward)
+        lay = self.layout(job, placement)
+        demand = lay.demand_gbps
         rate = demand
         if placement.num_wan_hops:
             spare = min(
@@ -298,7 +322,7 @@ class ClusterSim:
             rate = min(demand, spare)
         if rate <= 0.0:
             return Estimate(float("inf"), float("inf"), 0.0, demand, True, np.zeros(self.world.num_regions))
-        t_iter, power = self._timing(job, placement, forward, transfer, latency, rate)
+        t_iter, power = self._timing(job, placement, lay.forward_s, lay.hop_transfer_s, lay.hop_latency_s, rate)
         return Estimate(t_iter, t_iter * job.iterations, rate, demand, is_stalled(rate, demand), power)
 
     # ------------------------------------------------------------------ actions
@@ -311,17 +335,17 @@ class ClusterSim:
         gpus = np.zeros(self.world.num_regions, dtype=np.int64)
         for r, n in zip(placement.regions, placement.stages):
             gpus[r] = n * job.gpus_per_stage
-        forward, transfer, latency, wan_pos = self._stage_arrays(job, placement)
+        lay = self.layout(job, placement)
         rj = RunningJob(
             job=job,
             placement=placement,
             gpus=gpus,
-            forward_s=forward,
-            backward_s=pipeline.BACKWARD_TO_FORWARD * forward,
-            hop_transfer_s=transfer,
-            hop_latency_s=latency,
-            wan_hop_index=wan_pos,
-            demand_gbps=self.demand_gbps(job, forward),
+            forward_s=lay.forward_s,
+            backward_s=pipeline.BACKWARD_TO_FORWARD * lay.forward_s,
+            hop_transfer_s=lay.hop_transfer_s,
+            hop_latency_s=lay.hop_latency_s,
+            wan_hop_index=lay.wan_hop_index,
+            demand_gbps=lay.demand_gbps,
             remaining_iters=float(job.iterations),
         )
         self.free_gpus -= gpus
@@ -356,12 +380,7 @@ class ClusterSim:
         self.region_power_w = np.zeros(self.world.num_regions)
         for rj, rate in zip(jobs, rates):
             job = rj.job
-            if rj.placement.num_wan_hops:
-                pl = rj.placement
-                for k, (a, b) in enumerate(zip(pl.regions[:-1], pl.regions[1:])):
-                    rj.hop_transfer_s[rj.wan_hop_index[k]] = (
-                        job.activation_bytes * BITS_PER_BYTE / (self.capacity_gbps[a, b] * BITS_PER_GBIT)
-                    )
+            rj.hop_transfer_s = self.layout(job, rj.placement).hop_transfer_s  # line rates may have changed
             t_iter, power = self._timing(job, rj.placement, rj.forward_s, rj.hop_transfer_s, rj.hop_latency_s, float(rate))
             rj.rate_gbps = float(rate)
             rj.stalled = bool(rj.placement.num_wan_hops) and is_stalled(float(rate), rj.demand_gbps)
