@@ -49,28 +49,6 @@ class InfeasiblePlacement(ValueError):
     """A placement that cannot be launched now (not enough GPUs, memory, or a missing link)."""
 
 
-@dataclass(slots=True)
-class RunningJob:
-    """Mutable state of a job while it runs."""
-
-    job: Job
-    placement: Placement
-    gpus: np.ndarray  # (R,) GPUs held per region
-    forward_s: np.ndarray  # (S,)
-    backward_s: np.ndarray  # (S,)
-    hop_transfer_s: np.ndarray  # (S−1,) at the current line rates
-    hop_latency_s: np.ndarray  # (S−1,)
-    wan_hop_index: np.ndarray  # positions of the WAN hops among the S−1 boundaries
-    demand_gbps: float
-    remaining_iters: float
-    rate_gbps: float = 0.0
-    iteration_s: float = 0.0
-    stalled: bool = False
-    version: int = 0
-    power_w: np.ndarray | None = None  # (R,)
-    wan_bytes_per_s: float = 0.0
-
-
 @dataclass(frozen=True, slots=True, eq=False)
 class Layout:
     """A placement's per-stage and per-boundary times at the current line rates, and its no-stall demand."""
@@ -80,6 +58,27 @@ class Layout:
     hop_latency_s: np.ndarray  # (S−1,)
     wan_hop_index: np.ndarray  # positions of the WAN hops among the S−1 boundaries
     demand_gbps: float
+
+
+@dataclass(slots=True)
+class RunningJob:
+    """Mutable state of a job while it runs."""
+
+    job: Job
+    placement: Placement
+    gpus: np.ndarray  # (R,) GPUs held per region
+    layout: Layout  # refreshed when line rates change
+    remaining_iters: float
+    rate_gbps: float = 0.0
+    iteration_s: float = 0.0
+    stalled: bool = False
+    version: int = 0
+    power_w: np.ndarray | None = None  # (R,)
+    wan_bytes_per_s: float = 0.0
+
+    @property
+    def demand_gbps(self) -> float:
+        return self.layout.demand_gbps
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,18 +334,8 @@ class ClusterSim:
         gpus = np.zeros(self.world.num_regions, dtype=np.int64)
         for r, n in zip(placement.regions, placement.stages):
             gpus[r] = n * job.gpus_per_stage
-        lay = self.layout(job, placement)
         rj = RunningJob(
-            job=job,
-            placement=placement,
-            gpus=gpus,
-            forward_s=lay.forward_s,
-            backward_s=pipeline.BACKWARD_TO_FORWARD * lay.forward_s,
-            hop_transfer_s=lay.hop_transfer_s,
-            hop_latency_s=lay.hop_latency_s,
-            wan_hop_index=lay.wan_hop_index,
-            demand_gbps=lay.demand_gbps,
-            remaining_iters=float(job.iterations),
+            job=job, placement=placement, gpus=gpus, layout=self.layout(job, placement), remaining_iters=float(job.iterations)
         )
         self.free_gpus -= gpus
         self.waiting.remove(job_id)
@@ -380,8 +369,8 @@ class ClusterSim:
         self.region_power_w = np.zeros(self.world.num_regions)
         for rj, rate in zip(jobs, rates):
             job = rj.job
-            rj.hop_transfer_s = self.layout(job, rj.placement).hop_transfer_s  # line rates may have changed
-            t_iter, power = self._timing(job, rj.placement, rj.forward_s, rj.hop_transfer_s, rj.hop_latency_s, float(rate))
+            rj.layout = lay = self.layout(job, rj.placement)  # line rates may have changed
+            t_iter, power = self._timing(job, rj.placement, lay.forward_s, lay.hop_transfer_s, lay.hop_latency_s, float(rate))
             rj.rate_gbps = float(rate)
             rj.stalled = bool(rj.placement.num_wan_hops) and is_stalled(float(rate), rj.demand_gbps)
             self.ever_stalled[job.job_id] |= rj.stalled

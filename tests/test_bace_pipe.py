@@ -9,13 +9,13 @@ from geopipe_env.env import GeoPipeEnv
 from geopipe_env.loader import load_scenario
 
 
-def _scenario(tmp_path, slow_ab_gbps=0.001):
+def _scenario(tmp_path, slow_ab_gbps=0.001, second_model="toy"):
     """Regions a ($0.10, 1 GPU), b ($0.20, 1 GPU), c ($0.30, 2 GPUs); a–b is nearly cut, a–c and b–c are fast.
 
     Both jobs are the toy 1.5B model with K* = 2 stages (t_f + t_b = 0.09 s, A = 1.6e7 bits): j0 runs 10000
     iterations, j1 only 100. Both arrive at t = 0.
     """
-    (tmp_path / "jobs.csv").write_text("submit_time_s,model,iterations\n0,toy,10000\n0,toy,100\n")
+    (tmp_path / "jobs.csv").write_text(f"submit_time_s,model,iterations\n0,toy,10000\n0,{second_model},100\n")
     return load_scenario(
         {
             "name": "bace-hand",
@@ -38,7 +38,10 @@ def _scenario(tmp_path, slow_ab_gbps=0.001):
             "workload": {
                 "arrival": {"process": "trace"},
                 "trace": {"csv": str(tmp_path / "jobs.csv")},
-                "models": [{"name": "toy", "params_b": 1.5, "layers": 4, "hidden": 1000}],
+                "models": [
+                    {"name": "toy", "params_b": 1.5, "layers": 4, "hidden": 1000},
+                    {"name": "toy-wide", "params_b": 1.5, "layers": 4, "hidden": 4000},
+                ],
                 "datasets": ["alpaca"],
                 "seq_len": 1000,
                 "num_microbatches": 2,
@@ -82,10 +85,15 @@ def test_bace_pipe_without_priority_keeps_fcfs_order(tmp_path):
 
 
 def test_congestion_shifts_priority_to_light_jobs(tmp_path):
-    """With α = 1 the priority is 1 − D: the job with the smaller bandwidth demand wins, whatever its length."""
-    env = GeoPipeEnv(_scenario(tmp_path))
+    """With α = 0 the short job wins; with every link saturated (α = 1) the lighter job wins although it is long.
+
+    j1 is "toy-wide" (hidden 4000): the same compute as j0 but 4× the activation bytes, so D = 1 for j1 and
+    D = 0.25 for j0; priority = 1 − D gives j0 0.75 and j1 0.
+    """
+    env = GeoPipeEnv(_scenario(tmp_path, second_model="toy-wide"))
     env.reset(seed=0)
-    env.sim.link_load_gbps = env.sim.capacity_gbps.copy()  # every link saturated
+    idle = priorities(env, env.sim.waiting)
+    assert idle[1] > idle[0]  # idle network: the short job (j1) first
+    env.sim.link_load_gbps = env.sim.capacity_gbps.copy()
     assert congestion(env) == pytest.approx(1.0)
-    score = priorities(env, env.sim.waiting)
-    assert np.allclose(score, 0.0)  # identical models: equal demand, so both get 1 − 1 = 0
+    assert list(priorities(env, env.sim.waiting)) == pytest.approx([0.75, 0.0])
