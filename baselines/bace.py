@@ -4,7 +4,7 @@ BACE-Pipe's **dynamic priority** scores each visible waiting job j as
 ``Priority_j = (1 − α)(1 − I_j) + α(1 − D_j)``, where (our normalisations; the paper does not give them):
 
 * ``I_j`` = the job's isolated duration ÷ the largest isolated duration in the visible queue (short → high);
-* ``D_j`` = the job's bandwidth demand per hop (``A·8 / (t_f + t_b)`` on a typical GPU) ÷ the largest in the
+* ``D_j`` = the job's bandwidth demand per hop (``Job.typical_demand_gbps``: ``A·8 / (t_f + t_b)`` on a typical GPU) ÷ the largest in the
   visible queue (light → high);
 * ``α`` = the mean utilisation of the inter-region links that carry traffic now (0 when none does): an idle
   network favours short jobs, a congested one favours jobs that need little bandwidth.
@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 
 from baselines.policy import ScriptedPolicy
-from geopipe_env.observation import typical_demand_gbps
 from geopipe_env.placement import STRATEGY_NAMES
 
 
@@ -43,7 +42,7 @@ def priorities(env, job_ids: list[int]) -> np.ndarray:
     """BACE-Pipe's priority of each job in ``job_ids`` (higher runs first)."""
     jobs = [env.world.jobs[j] for j in job_ids]
     duration = np.array([j.isolated_duration_s for j in jobs])
-    demand = np.array([typical_demand_gbps(j) for j in jobs])
+    demand = np.array([j.typical_demand_gbps for j in jobs])
     alpha = congestion(env)
     return (1.0 - alpha) * (1.0 - duration / duration.max()) + alpha * (1.0 - demand / demand.max())
 

@@ -17,7 +17,7 @@ from geopipe_env.physics import pipeline
 from geopipe_env.physics.energy import HourlyIntegral
 from geopipe_env.scenario import Scenario
 from geopipe_env.sizing import connected_components, size_job
-from geopipe_env.units import BITS_PER_BYTE, BITS_PER_GBIT, SECONDS_PER_HOUR
+from geopipe_env.units import BITS_PER_BYTE, BITS_PER_GBIT, SECONDS_PER_HOUR, rate_gbps
 
 DAYS_PER_YEAR = 365
 JOULES_PER_KWH = 3.6e6
@@ -51,10 +51,16 @@ class Job:
     isolated_iteration_s: float  # on the reference placement used for K*
     lower_bound_s: float  # duration alone on an empty world, on a relaxed best placement
     lower_bound_energy_kwh: float
+    typical_demand_gbps: float  # no-stall rate per hop, A·8 / (t_f + t_b), on the median GPU it fits
 
     @property
     def num_gpus(self) -> int:
         return self.num_stages * self.gpus_per_stage
+
+    @property
+    def profile_key(self) -> tuple:
+        """Identifies what timing depends on: jobs with equal keys run identically on any placement."""
+        return (self.model, self.num_stages, self.activation_bytes, self.gpus_per_stage, self.num_microbatches)
 
     @property
     def isolated_duration_s(self) -> float:
@@ -176,6 +182,7 @@ class _ModelProfile:
     isolated_iteration_s: float
     lower_bound_iteration_s: float
     lower_bound_stage_energy_j: float  # per stage and iteration, on the most frugal region type
+    typical_demand_gbps: float
 
 
 def _model_profile(
@@ -211,7 +218,11 @@ def _model_profile(
     lb_iter = float(pipeline.uniform_iteration_time_s(fastest, k_star, best_x, best_lat, m, schedule))
     busy_s = m * (1.0 + pipeline.BACKWARD_TO_FORWARD) * forward
     stage_energy_j = (idle * lb_iter + (busy - idle) * busy_s) * pue * g  # (R,) per stage per iteration
-    return _ModelProfile(int(k_star), act, forward, fits, isolated, lb_iter, float(stage_energy_j[fits].min()))
+    typical_stage_s = (1.0 + pipeline.BACKWARD_TO_FORWARD) * float(np.median(forward[fits]))
+    return _ModelProfile(
+        int(k_star), act, forward, fits, isolated, lb_iter, float(stage_energy_j[fits].min()),
+        rate_gbps(act, typical_stage_s),
+    )
 
 
 def _make_job(job_id, arrival_s, model, dataset, iterations, scenario, profile: _ModelProfile) -> Job:
@@ -242,5 +253,6 @@ def _make_job(job_id, arrival_s, model, dataset, iterations, scenario, profile: 
         isolated_iteration_s=isolated,
         lower_bound_s=iterations * lb_iter,
         lower_bound_energy_kwh=lb_energy_kwh,
+        typical_demand_gbps=profile.typical_demand_gbps,
     )
 

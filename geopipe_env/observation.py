@@ -11,6 +11,7 @@ scenario reads another with at most ``max_regions`` regions. Shapes are fixed; a
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,11 +19,10 @@ from gymnasium import spaces
 
 from geopipe_env.generator import World
 from geopipe_env.simulator import ClusterSim, Placement
-from geopipe_env.physics import pipeline
-from geopipe_env.units import SECONDS_PER_HOUR, rate_gbps
+from geopipe_env.units import SECONDS_PER_HOUR
 
 OBS_CLIP = 100.0
-FORECAST_H = 6  # the price forecast feature averages the next hours (perfect foresight of day-ahead prices)
+FORECAST_H = 6  # the price forecast feature averages the hours from now's on (perfect foresight of day-ahead prices)
 REGION_FEATURES = ("present", "free_gpu_fraction", "gpus_share", "price_now", "price_forecast", "carbon", "pue_excess", "link_utilization")
 LINK_FEATURES = ("capacity", "utilization", "latency")
 QUEUE_FEATURES = ("present", "stages_share", "log_isolated_duration", "log_bandwidth_demand", "waiting_time", "can_start")
@@ -66,15 +66,9 @@ def observation_space(max_regions: int, queue_slots: int, num_strategies: int) -
 
 
 def _normalise_prices(values: np.ndarray) -> np.ndarray:
-    """Prices relative to the regions' mean absolute price now (prices can be negative in real markets)."""
-    scale = max(float(np.abs(values).mean()), 1e-9)
+    """(R, H) prices relative to the regions' mean absolute price in each hour (real prices can be negative)."""
+    scale = np.maximum(np.abs(values).mean(axis=0, keepdims=True), 1e-9)
     return values / scale
-
-
-def typical_demand_gbps(job) -> float:
-    """The job's no-stall rate per hop on a typical (median) GPU it fits: ``A·8 / (f + b)``."""
-    stage_s = (1.0 + pipeline.BACKWARD_TO_FORWARD) * float(np.median(job.forward_s[job.fits]))
-    return rate_gbps(job.activation_bytes, stage_s)
 
 
 class ObservationEncoder:
@@ -115,6 +109,22 @@ class ObservationEncoder:
         regions[:n, 2] = world.num_gpus / self.total_gpus
         regions[:n, 6] = world.pue - 1.0
         self._regions_static = regions
+        self._linked = world.bandwidth_gbps > 0
+        self._num_links = int(self._linked.sum())
+        layout = obs_layout(max_regions, queue_slots, num_strategies)
+        self._keys = ("regions", "links", "queue", "candidates", "global")
+        ends = np.cumsum([int(np.prod(layout[k])) for k in self._keys])
+        self._slices = [slice(int(a), int(b)) for a, b in zip(np.r_[0, ends[:-1]], ends)]
+        # Per-hour price features, normalised across regions: now, and the mean of the next FORECAST_H hours.
+        price = world.price.values  # (R, H)
+        window = np.cumsum(np.concatenate((np.zeros((n, 1)), price), axis=1), axis=1)
+        hours = np.arange(price.shape[1])
+        ahead = np.minimum(hours + FORECAST_H, price.shape[1])
+        forecast = (window[:, ahead] - window[:, hours]) / (ahead - hours)
+        self._price_now = _normalise_prices(price)  # (R, H)
+        self._price_forecast = _normalise_prices(forecast)  # (R, H)
+        self._carbon = world.carbon.values / self.carbon_scale  # (R, H)
+        self._last_hour = price.shape[1] - 1
 
     def encode(self, sim: ClusterSim, queue: list[int], cands: list[list[CandidateInfo | None]]) -> dict[str, np.ndarray]:
         w = self.world
@@ -125,9 +135,10 @@ class ObservationEncoder:
 
         regions = self._regions_static.copy()
         regions[:n, 1] = sim.free_gpus / w.num_gpus
-        regions[:n, 3] = _normalise_prices(w.price.at(now))
-        regions[:n, 4] = _normalise_prices(w.price.integral(now, now + FORECAST_H * SECONDS_PER_HOUR) / FORECAST_H)
-        regions[:n, 5] = w.carbon.at(now) / self.carbon_scale
+        hour_index = min(int(now // SECONDS_PER_HOUR), self._last_hour)
+        regions[:n, 3] = self._price_now[:, hour_index]
+        regions[:n, 4] = self._price_forecast[:, hour_index]
+        regions[:n, 5] = self._carbon[:, hour_index]
         out_links = np.maximum((w.bandwidth_gbps > 0).sum(axis=1), 1)
         regions[:n, 7] = util.sum(axis=1) / out_links
 
@@ -135,34 +146,46 @@ class ObservationEncoder:
         links[:n, :n, 1] = util
 
         q = np.zeros((self.queue_slots, len(QUEUE_FEATURES)), dtype=np.float32)
-        c = np.zeros((self.queue_slots, self.num_strategies, len(CANDIDATE_FEATURES)), dtype=np.float32)
+        c = np.zeros((self.queue_slots * self.num_strategies, len(CANDIDATE_FEATURES)), dtype=np.float32)
+        q_rows, c_index, c_rows = [], [], []
+        wan_scale = max(n - 1, 1)
         for slot, jid in enumerate(queue[: self.queue_slots]):
             job = w.jobs[jid]
             row_cands = cands[slot] if slot < len(cands) else ()  # no candidates once the episode ended
-            q[slot] = (
-                1.0,
-                job.num_gpus / self.total_gpus,
-                np.log(job.isolated_duration_s / self.t_ref_s),
-                np.log(typical_demand_gbps(job) / self.median_bw),
-                (now - job.arrival_s) / self.t_ref_s,
-                float(any(ci is not None for ci in row_cands)),
+            q_rows.append(
+                (
+                    1.0,
+                    job.num_gpus / self.total_gpus,
+                    math.log(job.isolated_duration_s / self.t_ref_s),
+                    math.log(job.typical_demand_gbps / self.median_bw),
+                    (now - job.arrival_s) / self.t_ref_s,
+                    float(any(ci is not None for ci in row_cands)),
+                )
             )
             for k, ci in enumerate(row_cands):
                 if ci is None:
                     continue
-                c[slot, k] = (
-                    1.0,
-                    np.log(ci.iteration_s / job.isolated_iteration_s),
-                    np.log(ci.duration_s / self.t_ref_s),
-                    ci.cost_usd / self.c_ref_usd,
-                    ci.placement.num_wan_hops / max(n - 1, 1),
-                    (ci.rate_gbps / ci.demand_gbps) if ci.placement.num_wan_hops else 1.0,
-                    float(ci.stalled),
-                    ci.carbon_kg / self.carbon_ref_kg,
+                hops = ci.placement.num_wan_hops
+                c_index.append(slot * self.num_strategies + k)
+                c_rows.append(
+                    (
+                        1.0,
+                        math.log(ci.iteration_s / job.isolated_iteration_s),
+                        math.log(ci.duration_s / self.t_ref_s),
+                        ci.cost_usd / self.c_ref_usd,
+                        hops / wan_scale,
+                        (ci.rate_gbps / ci.demand_gbps) if hops else 1.0,
+                        float(ci.stalled),
+                        ci.carbon_kg / self.carbon_ref_kg,
+                    )
                 )
+        if q_rows:
+            q[: len(q_rows)] = q_rows
+        if c_rows:
+            c[c_index] = c_rows
         hour = (w.start_hour + now / SECONDS_PER_HOUR) % 24.0
         allocated = float((w.num_gpus - sim.free_gpus).sum())
-        mean_util = float(util[w.bandwidth_gbps > 0].mean()) if (w.bandwidth_gbps > 0).any() else 0.0
+        mean_util = float(util[self._linked].sum()) / self._num_links if self._num_links else 0.0
         g = np.array(
             (
                 np.sin(2 * np.pi * hour / 24.0),
@@ -175,8 +198,6 @@ class ObservationEncoder:
             ),
             dtype=np.float32,
         )
-        obs = {"regions": regions, "links": links, "queue": q, "candidates": c, "global": g}
-        obs = {k: v.reshape(-1) for k, v in obs.items()}
-        for v in obs.values():
-            np.clip(v, -OBS_CLIP, OBS_CLIP, out=v)
-        return obs
+        flat = np.concatenate([regions.reshape(-1), links.reshape(-1), q.reshape(-1), c.reshape(-1), g])
+        np.clip(flat, -OBS_CLIP, OBS_CLIP, out=flat)
+        return {key: flat[part] for key, part in zip(self._keys, self._slices)}

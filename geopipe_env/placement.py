@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from geopipe_env.generator import Job
+from geopipe_env.physics.energy import HourlyIntegral
 from geopipe_env.physics import pipeline
 from geopipe_env.simulator import ClusterSim, Estimate, Placement
 from geopipe_env.units import BITS_PER_BYTE, BITS_PER_GBIT, GRAMS_PER_KG, WATTS_PER_KW
@@ -43,6 +44,9 @@ class PlacementContext:
         self.linked = w.bandwidth_gbps > 0  # (R, R)
         self.spare_gbps = np.maximum(sim.capacity_gbps - sim.link_load_gbps, 0.0)  # (R, R)
         self._estimates: dict[tuple[int, Placement], Estimate] = {}
+        self._integrals: dict[tuple[int, int, Placement], float] = {}
+        # Named placements depend on a job only through its profile, so jobs of one model share them.
+        self.named: dict[tuple[tuple, str], Placement | None] = {}
 
     def free_stages(self, job: Job) -> np.ndarray:
         """(R,) how many of this job's stages each region can hold now (0 where memory does not fit)."""
@@ -55,20 +59,29 @@ class PlacementContext:
             est = self._estimates[key] = self.sim.estimate(job, placement)
         return est
 
+    def _over_run(self, series: HourlyIntegral, job: Job, placement: Placement) -> float:
+        """Σ over the placement's regions of power (kW) × ∫series over the estimated run (memoised)."""
+        key = (id(series), job.job_id, placement)
+        value = self._integrals.get(key)
+        if value is None:
+            value = self._integrals[key] = self._integrate_over_run(series, job, placement)
+        return value
+
+    def _integrate_over_run(self, series: HourlyIntegral, job: Job, placement: Placement) -> float:
+        est = self.estimate(job, placement)
+        if not np.isfinite(est.duration_s):
+            return float("inf")
+        now = self.sim.now_s
+        kw = tuple(float(est.power_w[r]) / WATTS_PER_KW for r in placement.regions)
+        return series.weighted_integral(placement.regions, kw, now, now + est.duration_s)
+
     def cost_usd(self, job: Job, placement: Placement) -> float:
         """Estimated electricity cost: power × ∫price over the estimated run, per region."""
-        est = self.estimate(job, placement)
-        if not np.isfinite(est.duration_s):
-            return float("inf")
-        now = self.sim.now_s
-        return float(est.power_w / WATTS_PER_KW @ self.sim.world.price.integral(now, now + est.duration_s))
+        return self._over_run(self.sim.world.price, job, placement)
 
     def carbon_kg(self, job: Job, placement: Placement) -> float:
-        est = self.estimate(job, placement)
-        if not np.isfinite(est.duration_s):
-            return float("inf")
-        now = self.sim.now_s
-        return float(est.power_w / WATTS_PER_KW @ self.sim.world.carbon.integral(now, now + est.duration_s)) / GRAMS_PER_KG
+        """Estimated carbon: power × ∫carbon intensity over the estimated run, per region."""
+        return self._over_run(self.sim.world.carbon, job, placement) / GRAMS_PER_KG
 
 
 def _fill_in_order(order: Sequence[int], free: np.ndarray, needed: int) -> Placement | None:
@@ -263,12 +276,11 @@ ALL_STRATEGIES: tuple[str, ...] = tuple(BASE_STRATEGIES) + SELECTORS
 
 def candidates(ctx: PlacementContext, job: Job, strategies: Sequence[str] = STRATEGY_NAMES) -> list[Placement | None]:
     """The candidate placement of ``job`` under each of ``strategies``, in order."""
-    base: dict[str, Placement | None] = {}
-
     def named(name: str) -> Placement | None:
-        if name not in base:
-            base[name] = BASE_STRATEGIES[name](ctx, job)
-        return base[name]
+        key = (job.profile_key, name)
+        if key not in ctx.named:
+            ctx.named[key] = BASE_STRATEGIES[name](ctx, job)
+        return ctx.named[key]
 
     pool: list[Placement] | None = None
     out: list[Placement | None] = []

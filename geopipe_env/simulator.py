@@ -132,9 +132,10 @@ class ClusterSim:
             self._events.push(SECONDS_PER_HOUR, Event(EventKind.HOUR_TICK))
         self.capacity_gbps = self._capacity_at(0.0)
         self._capacity_version = 0  # bumps when background traffic changes capacities
-        # (job, placement, rate, capacity version) → (iteration_s, power_w): timing is pure in these.
+        # (job profile, placement, rate, capacity version) → (iteration_s, power_w): timing is pure in these,
+        # and every job of one model in a world shares its profile.
         self._timing_cache: dict[tuple, tuple[float, np.ndarray]] = {}
-        # (job, placement, capacity version) → stage arrays and demand (read-only; never mutated).
+        # (job profile, placement, capacity version) → stage arrays and demand (read-only; never mutated).
         self._layout_cache: dict[tuple, Layout] = {}
         net = sc.network
         self._intra_x_per_byte = BITS_PER_BYTE / (net.intra_bandwidth_gbps * BITS_PER_GBIT)
@@ -225,7 +226,7 @@ class ClusterSim:
     # ------------------------------------------------------------------ placement physics
     def layout(self, job: Job, placement: Placement) -> Layout:
         """The placement's :class:`Layout` at the current capacities (memoised)."""
-        key = (job.job_id, placement, self._capacity_version)
+        key = (job.profile_key, placement, self._capacity_version)
         cached = self._layout_cache.get(key)
         if cached is None:
             forward, transfer, latency, wan_pos = self._stage_arrays(job, placement)
@@ -252,7 +253,7 @@ class ClusterSim:
         self, job: Job, placement: Placement, forward: np.ndarray, transfer: np.ndarray, latency: np.ndarray, rate_gbps: float
     ) -> tuple[float, np.ndarray]:
         """Iteration time at a given per-hop rate, and the resulting facility power per region (memoised)."""
-        key = (job.job_id, placement, rate_gbps, self._capacity_version)
+        key = (job.profile_key, placement, rate_gbps, self._capacity_version)
         cached = self._timing_cache.get(key)
         if cached is None:
             cached = self._timing_cache[key] = self._compute_timing(job, placement, forward, transfer, latency, rate_gbps)
