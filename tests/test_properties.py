@@ -1,0 +1,92 @@
+"""Property-based tests: random valid worlds × random (sometimes invalid) actions keep every invariant."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from stable_baselines3.common.vec_env import SubprocVecEnv
+
+import geopipe_env  # noqa: F401
+from geopipe_env.env import GeoPipeEnv
+from geopipe_env.simulator import JobStatus
+from geopipe_env.synthetic import random_scenario
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    world_seed=st.integers(0, 2**32 - 1),
+    num_regions=st.integers(1, 16),
+    num_jobs=st.integers(1, 12),
+    market_prices=st.booleans(),
+    action_seed=st.integers(0, 2**32 - 1),
+    invalid_rate=st.sampled_from([0.0, 0.2]),
+)
+def test_random_worlds_keep_invariants(world_seed, num_regions, num_jobs, market_prices, action_seed, invalid_rate):
+    """No exception; GPUs, link loads, clock, energy, cost, carbon, JCT bounds and the reward sum hold at every step."""
+    scenario = random_scenario(np.random.default_rng(world_seed), num_regions, num_jobs, market_prices=market_prices)
+    env = GeoPipeEnv(scenario)
+    rng = np.random.default_rng(action_seed)
+    obs, info = env.reset(seed=int(rng.integers(2**31)))
+    assert env.observation_space.contains(obs)
+    sim, world = env.sim, env.world
+    prices_non_negative = bool((world.price.values >= 0).all())
+    total, last_t, last_energy = 0.0, 0.0, 0.0
+    for _ in range(500):
+        if rng.random() < invalid_rate:
+            action = int(rng.integers(-3, env.action_space.n + 3))  # may be masked or out of range
+        else:
+            action = int(rng.choice(np.flatnonzero(info["action_mask"])))
+        obs, reward, terminated, truncated, info = env.step(action)
+        total += reward
+        assert env.observation_space.contains(obs)
+        assert info["action_mask"][env.wait_action] or terminated or truncated
+        held = sum((rj.gpus for rj in sim.running.values()), np.zeros_like(sim.free_gpus))
+        assert (sim.free_gpus >= 0).all() and np.array_equal(world.num_gpus - sim.free_gpus, held)
+        assert (sim.link_load_gbps <= sim.capacity_gbps * (1 + 1e-9) + 1e-12).all()
+        assert sim.now_s >= last_t and sim.energy_kwh >= last_energy >= 0.0 and sim.carbon_kg >= 0.0
+        assert sim.cost_usd >= 0.0 or not prices_non_negative
+        last_t, last_energy = sim.now_s, sim.energy_kwh
+        if terminated or truncated:
+            break
+    else:
+        pytest.fail("episode did not end within 500 decisions")
+    done = sim.status == JobStatus.DONE
+    arrival = np.array([j.arrival_s for j in world.jobs])
+    lower = np.array([j.lower_bound_s for j in world.jobs])
+    assert (sim.start_s[done] >= arrival[done]).all()
+    assert (sim.finish_s[done] - arrival[done] >= lower[done] * (1 - 1e-9)).all()
+    expected = -(sim.job_seconds / env.t_ref_s + env.cost_weight * sim.cost_usd / env.c_ref_usd)
+    expected -= env.invalid_action_penalty * env.invalid_actions
+    assert total == pytest.approx(expected, rel=1e-6, abs=1e-9)
+
+
+def _first_valid(mask: np.ndarray) -> int:
+    return int(np.flatnonzero(mask)[0])
+
+
+def test_subprocess_episodes_equal_single_process():
+    """The same seeds give the same episode metrics in SB3's SubprocVecEnv as in this process."""
+    seeds = [21, 22]
+    # "module:id" makes each worker import geopipe_env (and so register the ids) itself.
+    venv = SubprocVecEnv([lambda: gym.make("geopipe_env:GeoPipe-v0") for _ in seeds])
+    try:
+        venv.seed(seeds[0])  # env i is seeded seeds[0] + i
+        venv.reset()
+        metrics = {}
+        while len(metrics) < len(seeds):
+            masks = venv.env_method("action_masks")
+            _, _, dones, infos = venv.step(np.array([_first_valid(m) for m in masks]))
+            for i, (d, inf) in enumerate(zip(dones, infos)):
+                if d and i not in metrics:
+                    metrics[i] = inf["episode_metrics"]
+    finally:
+        venv.close()
+    for i, seed in enumerate(seeds):
+        env = gym.make("GeoPipe-v0")
+        obs, info = env.reset(seed=seed)
+        while True:
+            obs, r, term, trunc, info = env.step(_first_valid(info["action_mask"]))
+            if term or trunc:
+                break
+        assert info["episode_metrics"] == metrics[i]
