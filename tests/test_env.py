@@ -174,3 +174,37 @@ def test_cost_weight_and_scenario_kwargs():
     toy = Path(geopipe_env.__file__).parent / "data" / "scenarios" / "toy.yaml"
     env = gym.make("GeoPipe-v0", scenario=str(toy), cost_weight=2.5).unwrapped
     assert env.cost_weight == 2.5 and env.scenario.name == "toy"
+
+
+@pytest.mark.parametrize("bad", [1.0, np.float32(2.0), "3", None, True, np.bool_(False), np.array([1, 2]), [0]])
+def test_non_integer_actions_raise_and_change_nothing(bad):
+    """Non-integer actions raise TypeError and leave the env exactly as it was."""
+    env = gym.make("GeoPipe-Toy-v0").unwrapped
+    env.reset(seed=0)
+    before = pickle.dumps(env)
+    with pytest.raises(TypeError):
+        env.step(bad)
+    assert pickle.dumps(env) == before
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64])
+def test_numpy_integer_actions_are_accepted(dtype):
+    """Every numpy integer type, scalar or 1-element array, is the same action as the Python int."""
+    for action in (dtype(0), np.array([0], dtype=dtype), np.array(0, dtype=dtype)):
+        env = gym.make("GeoPipe-Toy-v0").unwrapped
+        env.reset(seed=0)
+        env.step(action)
+        assert env.invalid_actions == 0 and len(env.sim.running) == 1
+
+
+@pytest.mark.parametrize("action", [-1, -10_000, 65, 10**9])
+def test_out_of_range_action_equals_a_wait(action):
+    """An out-of-range action leaves the env in the state a wait produces, plus the penalty and the count."""
+    env = gym.make("GeoPipe-v0").unwrapped
+    env.reset(seed=4)
+    twin = pickle.loads(pickle.dumps(env))
+    obs, r, *_ = env.step(action)
+    obs_w, r_w, *_ = twin.step(twin.wait_action)
+    assert env.sim.now_s == twin.sim.now_s and env.sim.waiting == twin.sim.waiting
+    assert all(np.array_equal(obs[k], obs_w[k]) for k in obs)
+    assert r == pytest.approx(r_w - env.invalid_action_penalty) and env.invalid_actions == 1
