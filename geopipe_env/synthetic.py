@@ -26,13 +26,14 @@ def random_scenario_dict(
     num_jobs: int = 8,
     market_prices: bool = True,
     extra_link_fraction: float = 0.3,
+    batch: bool = False,
 ) -> dict[str, Any]:
     """A random, valid scenario as a dict in the YAML v1 schema.
 
     Regions get a random GPU type and count, PUE, and a constant price or (with ``market_prices``) a bundled
     hourly market. The WAN is a random spanning tree, so it is connected, plus each other pair with probability
     ``extra_link_fraction``; links have 0.5–50 Gbit/s and 1–150 ms. Jobs are Poisson arrivals of small models
-    trained on Alpaca, so episodes stay short.
+    trained on Alpaca, so episodes stay short; with ``batch`` they all arrive at t = 0 (a long queue at once).
     """
     ids = [f"r{i}" for i in range(num_regions)]
     markets = bundled.price_markets()
@@ -74,7 +75,9 @@ def random_scenario_dict(
         "network": {"rule": "matrix", "matrix": matrix},
         "workload": {
             "num_jobs": num_jobs,
-            "arrival": {"process": "poisson", "mean_interarrival_h": round(float(rng.uniform(0.05, 1.0)), 3)},
+            "arrival": {"process": "batch"}
+            if batch
+            else {"process": "poisson", "mean_interarrival_h": round(float(rng.uniform(0.05, 1.0)), 3)},
             "models": list(rng.choice(SMALL_MODELS, size=int(rng.integers(1, len(SMALL_MODELS) + 1)), replace=False)),
             "datasets": ["alpaca"],
             "num_microbatches": int(rng.choice((8, 16, 32))),
