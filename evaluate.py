@@ -33,15 +33,11 @@ from baselines.evaluation import (
     write_csv,
     write_json,
 )
+from baselines.cli import int_at_least
+
+_POSITIVE_INT = int_at_least(1)
 
 DEFAULT_EPISODES = 10
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text}")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -57,11 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="scripted policy names or saved agents (.zip) (default: every scripted policy and agents/pretrained/*.zip)",
     )
     parser.add_argument(
-        "--seeds", "--episodes", dest="episodes", type=_positive_int, default=DEFAULT_EPISODES, metavar="N",
+        "--seeds", "--episodes", dest="episodes", type=_POSITIVE_INT, default=DEFAULT_EPISODES, metavar="N",
         help=f"episodes per policy and env, one per seed (default {DEFAULT_EPISODES})",
     )
     parser.add_argument("--seed-start", type=int, default=DEFAULT_SEED_START, help=f"first seed (default {DEFAULT_SEED_START}, held out)")
-    parser.add_argument("--workers", type=_positive_int, default=os.cpu_count() or 1, help="processes; 1 runs in-process (default: CPU count)")
+    parser.add_argument("--workers", type=_POSITIVE_INT, default=os.cpu_count() or 1, help="processes; 1 runs in-process (default: CPU count)")
     parser.add_argument("--out", type=Path, default=Path("results"), help="output folder (default results/)")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
     parser.add_argument("--cost-weight", type=float, default=None, help="the env's reward cost weight (default: the scenario's)")

@@ -30,7 +30,7 @@ from tqdm import tqdm
 
 import geopipe_env  # noqa: F401  (registers the env ids)
 from baselines import make_policy, policy_names
-from baselines.policy import Policy
+from baselines.policy import Policy, play_episode
 from geopipe_env.env import GeoPipeEnv
 from geopipe_env.units import SECONDS_PER_HOUR
 
@@ -161,14 +161,7 @@ def run_episode(env_spec: EnvSpec, policy_spec: str, seed: int, cost_weight: flo
     policy = build_policy(policy_spec)
     env = env_spec.make(cost_weight, **policy.env_kwargs)
     try:
-        obs, info = env.reset(seed=seed)
-        policy.reset(env)
-        episode_return = 0.0
-        while True:
-            obs, reward, terminated, truncated, info = env.step(policy.act(obs, info))
-            episode_return += float(reward)
-            if terminated or truncated:
-                break
+        episode_return, info = play_episode(env, policy, seed)
         core = env.unwrapped
         sim = core.sim
         arrival_s = np.array([j.arrival_s for j in core.world.jobs])

@@ -29,6 +29,18 @@ class Policy(Protocol):
         """An action valid under ``info["action_mask"]``."""
 
 
+def play_episode(env: Any, policy: Policy, seed: int) -> tuple[float, dict[str, Any]]:
+    """Reset ``env`` on ``seed``, let ``policy`` act until the episode ends; (return, the last step's info)."""
+    obs, info = env.reset(seed=int(seed))
+    policy.reset(env)
+    episode_return = 0.0
+    while True:
+        obs, reward, terminated, truncated, info = env.step(policy.act(obs, info))
+        episode_return += float(reward)
+        if terminated or truncated:
+            return episode_return, info
+
+
 class ScriptedPolicy:
     """Base for policies that choose among the env's candidates. Subclasses implement :meth:`choose`."""
 

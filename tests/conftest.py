@@ -1,6 +1,17 @@
 """Shared helpers for the test suite."""
 
+import importlib.util
+from pathlib import Path
+
 import numpy as np
+
+
+def load_script(name: str):
+    """A top-level CLI script (``evaluate.py``, ``train.py``) as a module: scripts are not installed packages."""
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def masked_random_rollout(env, seed: int, policy_seed: int | None = None, record: bool = False, max_steps: int = 100_000):

@@ -1,13 +1,12 @@
 """evaluate.py and baselines.evaluation: the episode runner, its statistics and its outputs."""
 
 import csv
-import importlib.util
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import load_script
 
 from baselines import policy_names
 from baselines.evaluation import (
@@ -19,10 +18,7 @@ from baselines.evaluation import (
     t_critical,
 )
 
-# evaluate.py is a top-level script, not part of the installed packages: load it from the repo root.
-_SPEC = importlib.util.spec_from_file_location("evaluate", Path(__file__).resolve().parents[1] / "evaluate.py")
-evaluate = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(evaluate)
+evaluate = load_script("evaluate")
 
 TOY = "GeoPipe-Toy-v0"
 POLICIES = ["cr-ldf", "lcf", *(["bace-pipe"] if "bace-pipe" in policy_names() else [])]

@@ -1,0 +1,183 @@
+"""SB3 callbacks for training GeoPipe agents: episode metrics, held-out evaluation and checkpoints.
+
+Every saved agent is written in the format :func:`agents.load_agent` reads: ``<name>.zip`` plus, when training
+normalises observations, ``<name>_vecnormalize.pkl`` beside it (:func:`save_agent`).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.callbacks import BaseCallback
+
+from agents.loading import VECNORMALIZE_SUFFIX, AgentPolicy
+from baselines.policy import play_episode
+from baselines.evaluation import mean_ci
+
+METRICS_PREFIX = "geopipe/"
+EVALUATIONS_FILE = "evaluations.csv"
+EVALUATION_COLUMNS = ("timesteps", "mean_return", "std_return", "mean_avg_jct_h", "mean_total_cost_usd")
+BEST_MODEL_NAME = "best_model"
+CHECKPOINT_PREFIX = "model"
+
+
+def vecnormalize_path(model_path: Path) -> Path:
+    """Where the normalisation stats of ``model_path`` live (the name ``load_agent`` looks for)."""
+    return model_path.with_name(model_path.stem + VECNORMALIZE_SUFFIX)
+
+
+def save_agent(model: BaseAlgorithm, path: Path) -> None:
+    """Save ``model`` to ``path`` (a ``.zip``) and its ``VecNormalize`` stats, if any, beside it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    model.save(path)
+    normalizer = model.get_vec_normalize_env()
+    if normalizer is not None:
+        normalizer.save(str(vecnormalize_path(path)))
+
+
+def _crossed(num_timesteps: int, previous: int, every: int) -> bool:
+    """True when a multiple of ``every`` lies in ``(previous, num_timesteps]``."""
+    return every > 0 and num_timesteps // every > previous // every
+
+
+class EpisodeMetricsCallback(BaseCallback):
+    """Log the finite DESIGN §7 ``info["episode_metrics"]`` of every finished episode as ``geopipe/<key>`` means."""
+
+    def _on_step(self) -> bool:
+        for info, done in zip(self.locals["infos"], self.locals["dones"]):
+            if not done or "episode_metrics" not in info:
+                continue
+            for key, value in info["episode_metrics"].items():
+                if isinstance(value, (int, float, np.number)) and not isinstance(value, bool) and math.isfinite(value):
+                    self.logger.record_mean(METRICS_PREFIX + key, float(value))
+        return True
+
+
+def evaluate_agent(policy: AgentPolicy, env: gym.Env, seeds: Sequence[int]) -> list[tuple[float, dict[str, float]]]:
+    """(return, episode metrics) of one episode per seed, acting with ``policy`` (masked, as ``evaluate.py`` does)."""
+    results = []
+    for seed in seeds:
+        episode_return, info = play_episode(env, policy, seed)
+        results.append((episode_return, info["episode_metrics"]))
+    return results
+
+
+class HeldOutEvalCallback(BaseCallback):
+    """Every ``eval_freq`` timesteps, run the model deterministically on fixed held-out seeds and keep the best.
+
+    The episodes run on ``eval_env``, a separate single env that returns raw rewards, with the model's action
+    masks and the training ``VecNormalize``'s current observation statistics: its ``normalize_obs`` reads them
+    without updating them, so evaluation neither drifts from nor alters what training uses and saves. A row per
+    evaluation goes to ``<run_dir>/evaluations.csv``; the model with the highest mean return is saved as
+    ``best_model.zip`` (+ ``best_model_vecnormalize.pkl``).
+    """
+
+    def __init__(
+        self, make_eval_env: Callable[[], gym.Env], run_dir: Path, seeds: Sequence[int], eval_freq: int, verbose: int = 0
+    ) -> None:
+        super().__init__(verbose)
+        self.make_eval_env = make_eval_env
+        self.run_dir = run_dir
+        self.seeds = list(seeds)
+        self.eval_freq = eval_freq
+        self.csv_path = run_dir / EVALUATIONS_FILE
+        self.best_mean_return = -math.inf
+        self.eval_env: gym.Env | None = None
+        self._last_timesteps = 0
+
+    def _on_training_start(self) -> None:
+        self._last_timesteps = self.num_timesteps
+        if self.eval_env is None:
+            self.eval_env = self.make_eval_env()
+
+    def _on_step(self) -> bool:
+        if _crossed(self.num_timesteps, self._last_timesteps, self.eval_freq):
+            self.evaluate()
+        self._last_timesteps = self.num_timesteps
+        return True
+
+    def evaluate(self) -> float:
+        """Run the held-out episodes now, log and record them, save a new best model; return the mean return."""
+        assert self.eval_env is not None, "evaluate() runs during training"
+        policy = AgentPolicy(self.model, self.model.get_vec_normalize_env(), name="eval", deterministic=True)
+        results = evaluate_agent(policy, self.eval_env, self.seeds)
+        returns = [r for r, _ in results]
+        row = {
+            "timesteps": self.num_timesteps,
+            "mean_return": float(np.mean(returns)),
+            "std_return": float(np.std(returns)),
+            "mean_avg_jct_h": mean_ci(m["avg_jct_h"] for _, m in results).mean,  # NaN values (no job done) skipped
+            "mean_total_cost_usd": mean_ci(m["total_cost_usd"] for _, m in results).mean,
+        }
+        self._append(row)
+        for key in ("mean_return", "mean_avg_jct_h", "mean_total_cost_usd"):
+            if math.isfinite(row[key]):
+                self.logger.record(f"eval/{key}", row[key])
+        if row["mean_return"] > self.best_mean_return:
+            self.best_mean_return = row["mean_return"]
+            save_agent(self.model, self.run_dir / f"{BEST_MODEL_NAME}.zip")
+            if self.verbose:
+                print(f"new best mean return {row['mean_return']:.3f} at {self.num_timesteps} timesteps")
+        return row["mean_return"]
+
+    def _append(self, row: dict[str, float]) -> None:
+        new = not self.csv_path.is_file()
+        with open(self.csv_path, "a", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=EVALUATION_COLUMNS)
+            if new:
+                writer.writeheader()
+            writer.writerow(row)
+
+    def _on_training_end(self) -> None:
+        if self.eval_env is not None:
+            self.eval_env.close()
+            self.eval_env = None
+
+
+class CheckpointCallback(BaseCallback):
+    """Every ``save_freq`` timesteps, save ``<folder>/model_<timesteps>_steps.zip`` and its normalisation stats."""
+
+    def __init__(self, folder: Path, save_freq: int, verbose: int = 0) -> None:
+        super().__init__(verbose)
+        self.folder = folder
+        self.save_freq = save_freq
+        self._last_timesteps = 0
+
+    def _on_training_start(self) -> None:
+        self._last_timesteps = self.num_timesteps
+
+    def _on_step(self) -> bool:
+        if _crossed(self.num_timesteps, self._last_timesteps, self.save_freq):
+            save_agent(self.model, checkpoint_path(self.folder, self.num_timesteps))
+        self._last_timesteps = self.num_timesteps
+        return True
+
+
+def checkpoint_path(folder: Path, num_timesteps: int) -> Path:
+    """The checkpoint file name for ``num_timesteps``."""
+    return folder / f"{CHECKPOINT_PREFIX}_{num_timesteps}_steps.zip"
+
+
+def training_callbacks(
+    run_dir: Path,
+    make_eval_env: Callable[[], gym.Env],
+    eval_seeds: Sequence[int],
+    eval_freq: int,
+    checkpoint_dir: Path,
+    checkpoint_freq: int,
+    verbose: int = 0,
+) -> list[BaseCallback]:
+    """The metrics callback, plus evaluation and checkpoints when their frequency is positive."""
+    callbacks: list[BaseCallback] = [EpisodeMetricsCallback()]
+    if eval_freq > 0:
+        callbacks.append(HeldOutEvalCallback(make_eval_env, run_dir, eval_seeds, eval_freq, verbose))
+    if checkpoint_freq > 0:
+        callbacks.append(CheckpointCallback(checkpoint_dir, checkpoint_freq, verbose))
+    return callbacks
+
