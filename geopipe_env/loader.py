@@ -280,11 +280,46 @@ def load_scenario(source: str | os.PathLike | dict) -> Scenario:
         ScenarioError: the one exception type for any bad input, naming the offending key path.
     """
     if isinstance(source, dict):
-        return _build(source, base_dir=Path.cwd(), default_name="scenario")
+        return _build(_resolve_extends(source, Path.cwd(), ()), base_dir=Path.cwd(), default_name="scenario")
     if not isinstance(source, (str, os.PathLike)):
         raise ScenarioError("<source>", f"got {_describe(source)}", "a path to a YAML file or a dict")
     path = Path(source)
-    return _build(_read_yaml(path), base_dir=path.parent, default_name=path.stem)
+    data = _resolve_extends(_read_yaml(path), path.parent, (path.resolve(),))
+    return _build(data, base_dir=path.parent, default_name=path.stem)
+
+
+def _resolve_extends(data: Any, base_dir: Path, chain: tuple[Path, ...]) -> Any:
+    """Apply ``extends: <built-in name or path>``: the base file's content, deep-merged with this one's.
+
+    Mappings merge key by key (recursively); any other value, lists included, replaces the base's. A relative
+    base path is resolved against the extending file's folder; so are paths inside the merged result.
+    """
+    if not isinstance(data, dict) or "extends" not in data:
+        return data
+    ref = data["extends"]
+    if not isinstance(ref, str) or not ref:
+        raise ScenarioError("extends", f"got {_describe(ref)}", "a built-in scenario name or a path to a YAML file")
+    path = SCENARIO_DIR / f"{ref}.yaml" if ref in builtin_names() else base_dir / ref
+    if not path.is_file():
+        raise ScenarioError(
+            "extends", f"no scenario {ref!r}{_suggest(ref, builtin_names())}", f"one of {_choices(builtin_names())} or a YAML file"
+        )
+    if path.resolve() in chain:
+        raise ScenarioError("extends", f"{ref!r} extends itself (through {len(chain)} file(s))", "a chain without cycles")
+    base = _resolve_extends(_read_yaml(path), path.parent, (*chain, path.resolve()))
+    if not isinstance(base, dict):
+        raise ScenarioError("extends", f"{ref!r} is not a mapping", "a scenario file")
+    return _deep_merge(base, {k: v for k, v in data.items() if k != "extends"})
+
+
+def _deep_merge(base: dict, override: dict) -> dict:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -336,6 +371,7 @@ def _read_yaml(path: Path) -> Any:
 # ---------------------------------------------------------------------------------------------------------
 
 _TOP_KEYS = (
+    "extends",
     "version",
     "name",
     "horizon_h",

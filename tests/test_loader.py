@@ -552,3 +552,35 @@ def test_loaded_scenario_pickles():
     clone = pickle.loads(pickle.dumps(scenario))
     assert clone.region_ids == scenario.region_ids
     np.testing.assert_array_equal(clone.network.bandwidth_gbps, scenario.network.bandwidth_gbps)
+
+
+def test_extends_deep_merges_a_base_scenario(tmp_path):
+    """``extends`` loads the base file and deep-merges this file's keys over it (mappings merge, lists replace)."""
+    from geopipe_env.loader import load_builtin
+
+    base = load_builtin("geopipe-v0")
+    (tmp_path / "child.yaml").write_text(
+        "extends: geopipe-v0\nname: child\nmfu: 0.3\nworkload: {num_jobs: 5}\nrandomize: {gpu_scale: [0.5, 0.5]}\n"
+    )
+    child = load_scenario(tmp_path / "child.yaml")
+    assert child.name == "child" and child.mfu == 0.3 and child.workload.num_jobs == 5
+    assert child.workload.models == base.workload.models  # untouched keys of a merged mapping survive
+    assert child.region_ids == base.region_ids and child.randomize.gpu_scale == (0.5, 0.5)
+    (tmp_path / "grandchild.yaml").write_text("extends: child.yaml\nname: grandchild\n")
+    assert load_scenario(tmp_path / "grandchild.yaml").workload.num_jobs == 5
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("extends: no-such-world\n", "no scenario"),
+        ("extends: [1]\n", "built-in scenario name"),
+        ("extends: loop.yaml\n", "extends itself"),
+    ],
+)
+def test_bad_extends_is_a_scenario_error(tmp_path, text, message):
+    """A missing, mistyped or cyclic base raises ScenarioError at key path 'extends'."""
+    (tmp_path / "loop.yaml").write_text(text)
+    with pytest.raises(ScenarioError, match=message) as err:
+        load_scenario(tmp_path / "loop.yaml")
+    assert err.value.key_path == "extends"
