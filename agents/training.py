@@ -20,7 +20,6 @@ from __future__ import annotations
 import functools
 import json
 import math
-import re
 import time
 import zipfile
 from collections.abc import Sequence
@@ -42,6 +41,7 @@ import geopipe_env  # noqa: F401  (registers the env ids in this process)
 from agents.callbacks import CHECKPOINT_PREFIX, save_agent, training_callbacks, vecnormalize_path
 from baselines.evaluation import DEFAULT_SEED_START
 from geopipe_env.env import GeoPipeEnv
+from geopipe_env.loader import StrictYamlLoader
 
 ALGOS: dict[str, type[BaseAlgorithm]] = {"maskable_ppo": MaskablePPO, "ppo": PPO}
 DEFAULT_ALGO = "maskable_ppo"
@@ -74,20 +74,9 @@ class TrainingInputError(ValueError):
 
 
 # ---------------------------------------------------------------------------------------------------- YAML
-class _Loader(yaml.SafeLoader):
-    """PyYAML's safe loader, also reading ``3e-4`` and ``1e6`` as floats (YAML 1.2 does; 1.1 needs a dot)."""
-
-
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
-    list("-+0123456789"),
-)
-
-
 def _load_yaml(text: str, source: str) -> Any:
     try:
-        return yaml.load(text, Loader=_Loader)
+        return yaml.load(text, Loader=StrictYamlLoader)  # noqa: S506 (a safe loader)
     except yaml.YAMLError as exc:
         raise TrainingInputError(f"{source}: not valid YAML ({str(exc).splitlines()[0]})") from exc
 

@@ -322,14 +322,17 @@ def _deep_merge(base: dict, override: dict) -> dict:
     return merged
 
 
-class _StrictLoader(yaml.SafeLoader):
+class StrictYamlLoader(yaml.SafeLoader):
     """A safe YAML loader that rejects duplicate mapping keys instead of silently keeping the last one."""
 
 
-def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
-    loader.flatten_mapping(node)
+def _construct_mapping(loader: StrictYamlLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    # Duplicates are checked among the keys written in this mapping; a key that overrides one merged in with
+    # ``<<: *anchor`` is legal YAML and is not a duplicate.
     seen: set = set()
     for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue
         key = loader.construct_object(key_node, deep=deep)
         try:
             duplicate = key in seen
@@ -338,12 +341,13 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
             continue
         if duplicate:
             raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+    loader.flatten_mapping(node)
     return loader.construct_mapping(node, deep=deep)
 
 
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+StrictYamlLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 # PyYAML follows YAML 1.1, which reads ``1e6`` and ``2.0e8`` as strings; accept them as floats, as YAML 1.2 does.
-_StrictLoader.add_implicit_resolver(
+StrictYamlLoader.add_implicit_resolver(
     "tag:yaml.org,2002:float",
     re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
     list("-+0123456789."),
@@ -358,7 +362,7 @@ def _read_yaml(path: Path) -> Any:
     except (OSError, UnicodeDecodeError) as exc:
         raise ScenarioError(str(path), f"cannot read the file ({exc})", "a readable UTF-8 YAML file") from None
     try:
-        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=StrictYamlLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

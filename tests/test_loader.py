@@ -584,3 +584,15 @@ def test_bad_extends_is_a_scenario_error(tmp_path, text, message):
     with pytest.raises(ScenarioError, match=message) as err:
         load_scenario(tmp_path / "loop.yaml")
     assert err.value.key_path == "extends"
+
+
+def test_yaml_merge_keys_may_be_overridden():
+    """A key that overrides one merged in with ``<<: *anchor`` is legal; a key written twice is not."""
+    import yaml
+
+    from geopipe_env.loader import StrictYamlLoader
+
+    data = yaml.load("base: &b {x: 1, y: 2}\nchild: {<<: *b, x: 3}\n", Loader=StrictYamlLoader)
+    assert data["child"] == {"x": 3, "y": 2}
+    with pytest.raises(yaml.constructor.ConstructorError, match="duplicate key 'x'"):
+        yaml.load("x: 1\nx: 2\n", Loader=StrictYamlLoader)
