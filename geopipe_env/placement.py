@@ -45,12 +45,17 @@ class PlacementContext:
         self.spare_gbps = np.maximum(sim.capacity_gbps - sim.link_load_gbps, 0.0)  # (R, R)
         self._estimates: dict[tuple[int, Placement], Estimate] = {}
         self._integrals: dict[tuple[int, int, Placement], float] = {}
+        self._free_stages: dict[tuple, np.ndarray] = {}
         # Named placements depend on a job only through its profile, so jobs of one model share them.
         self.named: dict[tuple[tuple, str], Placement | None] = {}
 
     def free_stages(self, job: Job) -> np.ndarray:
-        """(R,) how many of this job's stages each region can hold now (0 where memory does not fit)."""
-        return np.where(job.fits, self.free_gpus // job.gpus_per_stage, 0)
+        """(R,) how many of this job's stages each region can hold now (0 where memory does not fit); read-only."""
+        free = self._free_stages.get(job.profile_key)
+        if free is None:
+            free = self._free_stages[job.profile_key] = np.where(job.fits, self.free_gpus // job.gpus_per_stage, 0)
+            free.flags.writeable = False
+        return free
 
     def estimate(self, job: Job, placement: Placement) -> Estimate:
         key = (job.job_id, placement)

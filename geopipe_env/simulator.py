@@ -8,7 +8,7 @@ actions or observations: the env (layer 6) asks it to ``launch`` or to ``advance
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 
 import numpy as np
@@ -34,6 +34,11 @@ class Placement:
 
     regions: tuple[int, ...]
     stages: tuple[int, ...]
+    links: tuple[tuple[int, int], ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        pairs = zip(self.regions[:-1], self.regions[1:])
+        object.__setattr__(self, "links", tuple(link for a, b in pairs for link in ((a, b), (b, a))))
 
     @property
     def num_wan_hops(self) -> int:
@@ -41,8 +46,7 @@ class Placement:
 
     def wan_links(self) -> tuple[tuple[int, int], ...]:
         """Directed links used: each hop forward (activations) and backward (gradients)."""
-        pairs = zip(self.regions[:-1], self.regions[1:])
-        return tuple(link for a, b in pairs for link in ((a, b), (b, a)))
+        return self.links
 
 
 class InfeasiblePlacement(ValueError):

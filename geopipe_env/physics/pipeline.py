@@ -94,19 +94,19 @@ def stage_memory_bytes(
     params: float,
     layers: int,
     hidden: int,
-    num_stages: int,
+    num_stages: int | np.ndarray,
     micro_batch_size: int,
     seq_len: int,
     num_microbatches: int,
     schedule: str = ONE_F_ONE_B,
-) -> float:
+) -> float | np.ndarray:
     """Peak memory of the busiest stage (stage 0) of one pipeline, in bytes, before splitting over GPUs.
 
     Model state is ``16·P/S``. Stage 0 keeps ``min(S, M)`` micro-batches in flight under 1F1B and all ``M`` under
     GPipe, each holding a checkpointed input per layer, plus one layer's working set during recompute.
     """
-    in_flight = num_microbatches if schedule == GPIPE else min(num_stages, num_microbatches)
-    layers_per_stage = math.ceil(layers / num_stages)
+    in_flight = num_microbatches if schedule == GPIPE else np.minimum(num_stages, num_microbatches)
+    layers_per_stage = -(-layers // num_stages)  # ceil, for an int or an int array of stage counts
     tokens_hidden = micro_batch_size * seq_len * hidden
     checkpoints = in_flight * layers_per_stage * CHECKPOINT_BYTES_PER_TOKEN_HIDDEN * tokens_hidden
     working = WORKING_BYTES_PER_TOKEN_HIDDEN * tokens_hidden
@@ -130,11 +130,10 @@ def min_feasible_stages(
     schedule: str = ONE_F_ONE_B,
 ) -> int | None:
     """The smallest stage count (at most one stage per layer) whose stages fit; ``None`` if none does."""
-    for num_stages in range(1, layers + 1):
-        need = stage_memory_bytes(params, layers, hidden, num_stages, micro_batch_size, seq_len, num_microbatches, schedule)
-        if fits_memory(need, memory_gb, gpus_per_stage):
-            return num_stages
-    return None
+    stage_counts = np.arange(1, layers + 1)
+    need = stage_memory_bytes(params, layers, hidden, stage_counts, micro_batch_size, seq_len, num_microbatches, schedule)
+    fitting = np.flatnonzero(need / gpus_per_stage <= USABLE_MEMORY_FRACTION * memory_gb * BYTES_PER_GB)
+    return int(stage_counts[fitting[0]]) if fitting.size else None
 
 
 class _PathTables(NamedTuple):
