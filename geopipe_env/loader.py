@@ -30,6 +30,7 @@ from geopipe_env import bundled
 from geopipe_env.catalog import DATASET_CATALOG, GPU_CATALOG, MODEL_CATALOG, DatasetSpec, GpuType, ModelSpec
 from geopipe_env.physics.pipeline import ONE_F_ONE_B, SCHEDULES
 from geopipe_env.scenario import (
+    HOURS_PER_YEAR,
     MAX_BACKGROUND_FRACTION,
     ArrivalSpec,
     BackgroundTraffic,
@@ -410,7 +411,7 @@ def _build(data: Any, base_dir: Path, default_name: str) -> Scenario:
     gpu_types = _gpu_types(root)
     network_section = root.section("network", _NETWORK_KEYS, required=True)
     rule = network_section.string("rule", choices=RULES)
-    regions = _regions(root, gpu_types, rule)
+    regions = _regions(root, gpu_types, rule, base_dir)
     network = _network(network_section, regions, rule)
     workload, model_paths = _workload(root.section("workload", _WORKLOAD_KEYS, required=True), base_dir)
     randomize = _randomize(root.section("randomize", ("bandwidth_scale", "gpu_scale")))
@@ -508,12 +509,13 @@ _REGION_KEYS = (
     "pue",
     "price_usd_per_kwh",
     "price_market",
+    "price_csv",
     "carbon_g_per_kwh",
     "carbon_zone",
 )
 
 
-def _regions(root: _Section, gpu_types: dict[str, GpuType], rule: str) -> tuple[RegionSpec, ...]:
+def _regions(root: _Section, gpu_types: dict[str, GpuType], rule: str, base_dir: Path) -> tuple[RegionSpec, ...]:
     regions = []
     ids: dict[str, str] = {}
     gpu_names = sorted({g.name for g in gpu_types.values()})
@@ -543,24 +545,24 @@ def _regions(root: _Section, gpu_types: dict[str, GpuType], rule: str) -> tuple[
                 num_gpus=section.integer("num_gpus", minimum=1),
                 access_bandwidth_gbps=access,
                 pue=section.number("pue", default=DEFAULT_PUE, minimum=1.0),
-                price_usd_per_kwh=_price(section),
+                price_usd_per_kwh=_price(section, base_dir),
                 carbon_g_per_kwh=_carbon(section),
             )
         )
     return tuple(regions)
 
 
-def _one_of(section: _Section, constant_key: str, series_key: str, required: bool) -> str | None:
-    """Which of the two keys is given; both is an error, and so is neither when ``required``."""
-    expected = f"exactly one of {constant_key} (a constant) or {series_key} (a bundled hourly series)"
-    if section.has(constant_key) and section.has(series_key):
-        raise ScenarioError(section.at(series_key), f"given together with {constant_key}", expected)
-    if section.has(constant_key):
-        return constant_key
-    if section.has(series_key):
-        return series_key
+def _one_of(section: _Section, keys: tuple[str, ...], required: bool) -> str | None:
+    """Which of ``keys`` is given (the first is the constant, the rest hourly series); two is an error, and so is
+    none when ``required``."""
+    expected = f"exactly one of {keys[0]} (a constant) or " + " or ".join(f"{k} (an hourly series)" for k in keys[1:])
+    given = [k for k in keys if section.has(k)]
+    if len(given) > 1:
+        raise ScenarioError(section.at(given[1]), f"given together with {given[0]}", expected)
+    if given:
+        return given[0]
     if required:
-        raise ScenarioError(section.at(constant_key), "missing", expected)
+        raise ScenarioError(section.at(keys[0]), "missing", expected)
     return None
 
 
@@ -574,14 +576,72 @@ def _bundled(section: _Section, key: str, names: Sequence[str], kind: str) -> st
     return name
 
 
-def _price(section: _Section) -> HourlySeries:
-    if _one_of(section, "price_usd_per_kwh", "price_market", required=True) == "price_usd_per_kwh":
+def _price(section: _Section, base_dir: Path) -> HourlySeries:
+    which = _one_of(section, ("price_usd_per_kwh", "price_market", "price_csv"), required=True)
+    if which == "price_usd_per_kwh":
         return HourlySeries.constant(section.number("price_usd_per_kwh", minimum=0.0))
+    if which == "price_csv":
+        return _price_csv(section.section("price_csv", _PRICE_CSV_KEYS, required=True), base_dir)
     return bundled.price_series(_bundled(section, "price_market", bundled.price_markets(), "market"))
 
 
+_PRICE_CSV_KEYS = ("path", "column", "unit")
+PRICE_UNITS = {"usd_per_mwh": 1.0 / 1000.0, "usd_per_kwh": 1.0}  # factor to USD/kWh
+# A price whose typical magnitude falls outside these bounds is almost surely in the other unit.
+_PLAUSIBLE_MEDIAN_USD_PER_KWH = (0.001, 5.0)
+
+
+def _price_csv(section: _Section, base_dir: Path) -> HourlySeries:
+    """A user's hourly price series: one value per UTC hour of a whole (non-leap) year, in a declared unit.
+
+    The CSV has a ``datetime_utc`` column (hour-beginning, ISO 8601) and the named value column. Rows must run
+    hour by hour from 1 January 00:00 for 8760 hours, with no gap, repeat or empty cell.
+    """
+    path = section.at("path")
+    unit = section.string("unit", choices=tuple(PRICE_UNITS))
+    column = section.string("column")
+    file = base_dir / section.string("path")
+    expected_columns = f"columns datetime_utc and {column}"
+    rows = _read_csv(path, file, expected_columns)
+    header = [cell.strip() for cell in rows[0]]
+    if "datetime_utc" not in header or column not in header:
+        missing = [c for c in ("datetime_utc", column) if c not in header]
+        raise ScenarioError(path, f"{file.name} lacks column(s) {', '.join(missing)}", expected_columns)
+    t_col, v_col = header.index("datetime_utc"), header.index(column)
+    body = [(line, row) for line, row in enumerate(rows[1:], start=2) if any(cell.strip() for cell in row)]
+    expected_rows = "8760 consecutive hourly rows from 1 January 00:00 UTC (one non-leap year)"
+    values = np.empty(len(body))
+    for hour, (line, row) in enumerate(body):
+        where = f"{file.name} line {line}"
+        stamp = row[t_col].strip() if t_col < len(row) else ""
+        at = _start_hour(stamp, f"{path}[{hour}].datetime_utc")
+        if at != hour:
+            problem = "a gap before it" if at is not None and at > hour else "a repeated or out-of-order hour"
+            raise ScenarioError(path, f"{where}: {stamp!r} is hour {at} of the year where hour {hour} was due ({problem})", expected_rows)
+        text = row[v_col].strip() if v_col < len(row) else ""
+        try:
+            values[hour] = float(text)
+        except ValueError:
+            values[hour] = math.nan
+        if not math.isfinite(values[hour]):
+            raise ScenarioError(path, f"{where}: {column} is {text!r}", "a finite price in every row")
+    if len(body) != HOURS_PER_YEAR:
+        raise ScenarioError(path, f"{file.name} has {len(body)} hourly rows", expected_rows)
+    prices = values * PRICE_UNITS[unit]
+    low, high = _PLAUSIBLE_MEDIAN_USD_PER_KWH
+    median = float(np.median(np.abs(prices)))
+    if not low <= median <= high:
+        other = "usd_per_kwh" if unit == "usd_per_mwh" else "usd_per_mwh"
+        raise ScenarioError(
+            section.at("unit"),
+            f"{unit} makes the median price {median:.4g} USD/kWh, outside {low}–{high}: the file looks like {other}",
+            "the unit the file's values are in",
+        )
+    return HourlySeries(f"csv:{file.name}:{column}", prices)
+
+
 def _carbon(section: _Section) -> HourlySeries | None:
-    which = _one_of(section, "carbon_g_per_kwh", "carbon_zone", required=False)
+    which = _one_of(section, ("carbon_g_per_kwh", "carbon_zone"), required=False)
     if which is None:
         return None
     if which == "carbon_g_per_kwh":
@@ -823,6 +883,22 @@ def _lookup(name: str, listed: list, catalog: dict) -> Any:
     return catalog.get(name.casefold())
 
 
+def _read_csv(path: str, file: Path, expected_columns: str) -> list[list[str]]:
+    """A CSV file's rows (header first); any problem reading it is a ScenarioError at ``path``."""
+    try:
+        with open(file, newline="", encoding="utf-8-sig") as f:  # -sig: tolerate a spreadsheet's BOM
+            rows = list(csv.reader(f))
+    except FileNotFoundError:
+        raise ScenarioError(
+            path, f"file {str(file)!r} not found", "a CSV path relative to the scenario file's folder"
+        ) from None
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise ScenarioError(path, f"cannot read {str(file)!r} ({exc})", f"a UTF-8 CSV with {expected_columns}") from None
+    if not rows:
+        raise ScenarioError(path, f"{file.name} is empty", f"a header row with {expected_columns}")
+    return rows
+
+
 def _trace(
     section: _Section, base_dir: Path, models: list[ModelSpec], datasets: list[DatasetSpec]
 ) -> list[tuple[str, TraceJob]]:
@@ -833,19 +909,7 @@ def _trace(
     path = section.at("csv")
     file = base_dir / section.string("csv")
     expected_columns = "columns submit_time_s, model, and dataset or iterations"
-    try:
-        with open(file, newline="", encoding="utf-8-sig") as f:  # -sig: tolerate a spreadsheet's BOM
-            rows = list(csv.reader(f))
-    except FileNotFoundError:
-        raise ScenarioError(
-            path, f"file {str(file)!r} not found", "a CSV path relative to the scenario file's folder"
-        ) from None
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise ScenarioError(
-            path, f"cannot read {str(file)!r} ({exc})", f"a UTF-8 CSV with {expected_columns}"
-        ) from None
-    if not rows:
-        raise ScenarioError(path, f"{file.name} is empty", f"a header row with {expected_columns}")
+    rows = _read_csv(path, file, expected_columns)
     header = [cell.strip() for cell in rows[0]]
     for column in header:
         if column not in TRACE_COLUMNS:

@@ -596,3 +596,49 @@ def test_yaml_merge_keys_may_be_overridden():
     assert data["child"] == {"x": 3, "y": 2}
     with pytest.raises(yaml.constructor.ConstructorError, match="duplicate key 'x'"):
         yaml.load("x: 1\nx: 2\n", Loader=StrictYamlLoader)
+
+
+def _price_csv_scenario(tmp_path, rows, unit="usd_per_mwh", header="datetime_utc,mine"):
+    from datetime import datetime, timedelta
+
+    lines = [header]
+    for hour, value in rows:
+        stamp = (datetime(2023, 1, 1) + timedelta(hours=hour)).strftime("%Y-%m-%dT%H:%MZ")
+        lines.append(f"{stamp},{value}")
+    (tmp_path / "prices.csv").write_text("\n".join(lines) + "\n")
+    (tmp_path / "w.yaml").write_text(
+        "name: w\nhorizon_h: 24\n"
+        "regions:\n  - {id: a, gpu: A100, num_gpus: 8, price_csv: {path: prices.csv, column: mine, unit: " + unit + "}}\n"
+        "network: {rule: matrix, matrix: {}}\n"
+        "workload: {num_jobs: 1, arrival: {process: batch}, models: [qwen2.5-14b], datasets: [alpaca]}\n"
+    )
+    return tmp_path / "w.yaml"
+
+
+def test_price_csv_loads_and_converts_units(tmp_path):
+    """A full-year hourly price CSV in USD/MWh becomes the region's hourly USD/kWh series."""
+    values = [50.0 + (h % 24) for h in range(8760)]
+    scenario = load_scenario(_price_csv_scenario(tmp_path, enumerate(values)))
+    series = scenario.regions[0].price_usd_per_kwh
+    assert series.values.shape == (8760,) and series.values[0] == pytest.approx(0.050)
+    assert series.values[23] == pytest.approx(0.073)
+
+
+@pytest.mark.parametrize(
+    "rows,unit,header,message",
+    [
+        ([(h, 50.0) for h in range(8760) if h != 100], "usd_per_mwh", "datetime_utc,mine", "gap"),
+        ([(h, 50.0 if h != 5 else "") for h in range(8760)], "usd_per_mwh", "datetime_utc,mine", "mine is ''"),
+        ([(h, "nan" if h == 7 else 50.0) for h in range(8760)], "usd_per_mwh", "datetime_utc,mine", "mine is 'nan'"),
+        ([(h, 50.0) for h in range(8760)], "usd_per_kwh", "datetime_utc,mine", "looks like usd_per_mwh"),
+        ([(h, 0.05) for h in range(8760)], "usd_per_mwh", "datetime_utc,mine", "looks like usd_per_kwh"),
+        ([(h, 50.0) for h in range(8760)], "usd_per_mwh", "datetime_utc,other", "lacks column"),
+        ([(h, 50.0) for h in range(100)], "usd_per_mwh", "datetime_utc,mine", "100 hourly rows"),
+        ([(0, 50.0), (0, 50.0)], "usd_per_mwh", "datetime_utc,mine", "repeated"),
+    ],
+)
+def test_bad_price_csv_is_a_scenario_error(tmp_path, rows, unit, header, message):
+    """Gaps, empty or NaN cells, a wrong unit, a missing column or a short file each name the problem."""
+    with pytest.raises(ScenarioError, match=message) as err:
+        load_scenario(_price_csv_scenario(tmp_path, rows, unit, header))
+    assert err.value.key_path.startswith("regions[0].price_csv")
