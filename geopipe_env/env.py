@@ -59,6 +59,7 @@ from geopipe_env.generator import World, sample_world
 from geopipe_env.loader import builtin_names, load_builtin, load_scenario
 from geopipe_env.observation import CandidateInfo, ObservationEncoder, observation_space
 from geopipe_env.physics import pipeline
+from geopipe_env.physics.energy import gpu_power_w
 from geopipe_env.placement import ALL_STRATEGIES, STRATEGY_NAMES, PlacementContext, candidates
 from geopipe_env.scenario import Scenario
 from geopipe_env.simulator import ClusterSim, JobStatus
@@ -238,7 +239,7 @@ class GeoPipeEnv(gym.Env):
     def _isolated_energy_kwh(self, job) -> float:
         w = self.world
         busy = job.num_microbatches * (1.0 + pipeline.BACKWARD_TO_FORWARD) * job.forward_s / job.isolated_iteration_s
-        per_gpu_w = (w.idle_watts + np.minimum(busy, 1.0) * (w.busy_watts - w.idle_watts)) * w.pue
+        per_gpu_w = gpu_power_w(1, w.idle_watts, w.busy_watts, np.minimum(busy, 1.0), w.pue)  # (R,)
         watts = float(np.median(per_gpu_w[job.fits])) * job.num_gpus
         return watts / WATTS_PER_KW * job.isolated_duration_s / SECONDS_PER_HOUR
 

@@ -16,7 +16,7 @@ import numpy as np
 from geopipe_env.engine import Event, EventKind, EventQueue
 from geopipe_env.generator import Job, World
 from geopipe_env.physics import pipeline, schedule
-from geopipe_env.physics.energy import energy_kwh
+from geopipe_env.physics.energy import energy_kwh, gpu_power_w
 from geopipe_env.physics.network import is_stalled, max_min_fair
 from geopipe_env.units import BITS_PER_BYTE, BITS_PER_GBIT, GRAMS_PER_KG, SECONDS_PER_HOUR, WATTS_PER_KW
 
@@ -287,7 +287,7 @@ class ClusterSim:
         g = job.gpus_per_stage
         for r, n in zip(placement.regions, placement.stages):
             busy = job.num_microbatches * (1.0 + pipeline.BACKWARD_TO_FORWARD) * job.forward_s[r] / t_iter
-            power[r] = n * g * (w.idle_watts[r] + busy * (w.busy_watts[r] - w.idle_watts[r])) * w.pue[r]
+            power[r] = gpu_power_w(n * g, w.idle_watts[r], w.busy_watts[r], busy, w.pue[r])
         return t_iter, power
 
     def demand_gbps(self, job: Job, forward: np.ndarray) -> float:
