@@ -2,7 +2,8 @@
 
 Usage: ``python benchmarks/training_overhead.py [--timesteps 4096] [--n-envs 2]``. Both runs use the same
 ``n_steps``, batch size, network (two hidden layers of 64) and number of envs (DummyVecEnv, one process), on the
-CPU, in this one process, so the ratio isolates what the environment costs the learner.
+CPU, in this one process, with the same torch thread count, so the ratio isolates what the environment costs the
+learner.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import argparse
 import sys
 import time
 
-import gymnasium as gym
+import torch
 from sb3_contrib import MaskablePPO
 from stable_baselines3 import PPO
 from stable_baselines3.common.env_util import make_vec_env
@@ -39,7 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n-envs", type=int, default=2)
     parser.add_argument("--n-steps", type=int, default=256)
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--torch-threads", type=int, default=1, help="as train.py's default (small MLPs lose with more)")
     args = parser.parse_args(argv)
+    torch.set_num_threads(args.torch_threads)
     common = dict(timesteps=args.timesteps, n_envs=args.n_envs, n_steps=args.n_steps, batch=args.batch_size)
     cartpole = steps_per_second(PPO, "MlpPolicy", "CartPole-v1", **common)
     geopipe = steps_per_second(MaskablePPO, "MultiInputPolicy", "GeoPipe-v0", **common)
