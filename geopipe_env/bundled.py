@@ -79,11 +79,6 @@ def _geo10() -> dict:
         return json.load(f)
 
 
-def geo10_matrix_names() -> tuple[str, ...]:
-    """Names of the geo10 matrices, e.g. ``rtt_ms``, ``throughput_gbps``, ``dtfm_bandwidth_gbps``."""
-    return tuple(_geo10()["matrices"])
-
-
 @lru_cache(maxsize=None)
 def geo10_matrix(name: str) -> tuple[tuple[str, ...], np.ndarray]:
     """A geo10 matrix: the region ids and a (10, 10) array, row = source, column = destination.

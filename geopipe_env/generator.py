@@ -17,7 +17,7 @@ from geopipe_env.physics import pipeline
 from geopipe_env.physics.energy import HourlyIntegral
 from geopipe_env.scenario import Scenario
 from geopipe_env.sizing import connected_components, size_job
-from geopipe_env.units import BITS_PER_BYTE, BITS_PER_GBIT, SECONDS_PER_HOUR, rate_gbps
+from geopipe_env.units import SECONDS_PER_HOUR, rate_gbps, transfer_time_s
 
 DAYS_PER_YEAR = 365
 JOULES_PER_KWH = 3.6e6
@@ -210,11 +210,11 @@ def _model_profile(
         [pipeline.forward_time_s(model.params, k_star, b, s, tflops[r], scenario.mfu, g) for r in range(len(num_gpus))]
     )
     act = pipeline.activation_bytes(b, s, model.hidden)
-    ref_x = act * BITS_PER_BYTE / (ref_bw * BITS_PER_GBIT)
+    ref_x = transfer_time_s(act, ref_bw)
     isolated = float(pipeline.uniform_iteration_time_s(forward[ref_region], k_star, ref_x, ref_lat, m, schedule))
     # Lower bound: every stage on the fastest GPU it fits, every boundary on the best link (monotone model).
     fastest = float(forward[fits].min())
-    best_x = act * BITS_PER_BYTE / (best_bw * BITS_PER_GBIT)
+    best_x = transfer_time_s(act, best_bw)
     lb_iter = float(pipeline.uniform_iteration_time_s(fastest, k_star, best_x, best_lat, m, schedule))
     busy_s = m * (1.0 + pipeline.BACKWARD_TO_FORWARD) * forward
     stage_energy_j = (idle * lb_iter + (busy - idle) * busy_s) * pue * g  # (R,) per stage per iteration

@@ -28,7 +28,7 @@ from geopipe_env.generator import Job
 from geopipe_env.physics.energy import HourlyIntegral
 from geopipe_env.physics import pipeline
 from geopipe_env.simulator import ClusterSim, Estimate, Placement
-from geopipe_env.units import BITS_PER_BYTE, BITS_PER_GBIT, GRAMS_PER_KG, WATTS_PER_KW
+from geopipe_env.units import GRAMS_PER_KG, WATTS_PER_KW, transfer_time_s
 
 STRATEGY_NAMES: tuple[str, ...] = ("bace-pipe", "cr-lcf", "cr-ldf", "lcf", "ldf", "fastest", "cheapest", "greenest")
 
@@ -188,7 +188,7 @@ def comm_fits_compute(ctx: PlacementContext, job: Job, a: int, b: int) -> bool:
     spare = min(ctx.spare_gbps[a, b], ctx.spare_gbps[b, a])
     if spare <= 0.0:
         return False
-    comm_s = job.activation_bytes * BITS_PER_BYTE / (spare * BITS_PER_GBIT) + ctx.sim.world.latency_s[a, b]
+    comm_s = transfer_time_s(job.activation_bytes, spare) + ctx.sim.world.latency_s[a, b]
     stage_s = (1.0 + pipeline.BACKWARD_TO_FORWARD) * min(job.forward_s[a], job.forward_s[b])
     return comm_s <= stage_s
 

@@ -18,7 +18,8 @@ from geopipe_env.generator import Job, World
 from geopipe_env.physics import pipeline, schedule
 from geopipe_env.physics.energy import energy_kwh, gpu_power_w
 from geopipe_env.physics.network import is_stalled, max_min_fair
-from geopipe_env.units import BITS_PER_BYTE, BITS_PER_GBIT, GRAMS_PER_KG, SECONDS_PER_HOUR, WATTS_PER_KW
+from geopipe_env import units
+from geopipe_env.units import GRAMS_PER_KG, SECONDS_PER_HOUR, WATTS_PER_KW, transfer_time_s
 
 
 class JobStatus(IntEnum):
@@ -121,7 +122,6 @@ class ClusterSim:
         self.gpu_seconds = 0.0  # allocated GPU·s
         self.job_seconds = 0.0  # Σ over jobs in system of time: the JCT integral
         self.region_power_w = np.zeros(world.num_regions)
-        self.region_gpu_seconds = np.zeros(world.num_regions)
         self.link_load_gbps = np.zeros((world.num_regions, world.num_regions))
         # (time_s, allocated GPUs per region) after every launch and completion, for plots and audits.
         self.gpu_timeline: list[tuple[float, np.ndarray]] = [(0.0, np.zeros(world.num_regions, dtype=np.int64))]
@@ -141,8 +141,6 @@ class ClusterSim:
         self._timing_cache: dict[tuple, tuple[float, np.ndarray]] = {}
         # (job profile, placement, capacity version) → stage arrays and demand (read-only; never mutated).
         self._layout_cache: dict[tuple, Layout] = {}
-        net = sc.network
-        self._intra_x_per_byte = BITS_PER_BYTE / (net.intra_bandwidth_gbps * BITS_PER_GBIT)
         self._idle_power_w = world.idle_watts * world.pue  # per unallocated GPU, billed if the scenario says so
 
     # ------------------------------------------------------------------ time
@@ -180,7 +178,6 @@ class ClusterSim:
         self.cost_usd += float(kw @ w.price.integral(self.now_s, t_s))
         self.carbon_kg += float(kw @ w.carbon.integral(self.now_s, t_s)) / GRAMS_PER_KG
         allocated = w.num_gpus - self.free_gpus
-        self.region_gpu_seconds += allocated * dt
         self.gpu_seconds += float(allocated.sum()) * dt
         self.job_seconds += (len(self.waiting) + len(self.running)) * dt
         self.now_s = t_s
@@ -245,11 +242,12 @@ class ClusterSim:
         stages = np.asarray(placement.stages)
         forward = np.repeat(job.forward_s[regions], stages)
         n_hops = forward.shape[0] - 1
-        transfer = np.full(n_hops, job.activation_bytes * self._intra_x_per_byte)
-        latency = np.full(n_hops, self.world.scenario.network.intra_latency_s)
+        net = self.world.scenario.network
+        transfer = np.full(n_hops, transfer_time_s(job.activation_bytes, net.intra_bandwidth_gbps))
+        latency = np.full(n_hops, net.intra_latency_s)
         wan_pos = np.cumsum(stages)[:-1] - 1
         for k, (a, b) in enumerate(zip(placement.regions[:-1], placement.regions[1:])):
-            transfer[wan_pos[k]] = job.activation_bytes * BITS_PER_BYTE / (self.capacity_gbps[a, b] * BITS_PER_GBIT)
+            transfer[wan_pos[k]] = transfer_time_s(job.activation_bytes, self.capacity_gbps[a, b])
             latency[wan_pos[k]] = self.world.latency_s[a, b]
         return forward, transfer, latency, wan_pos
 
@@ -269,7 +267,7 @@ class ClusterSim:
         backward = pipeline.BACKWARD_TO_FORWARD * forward
         min_cadence = 0.0
         if placement.num_wan_hops and rate_gbps > 0.0:
-            min_cadence = job.activation_bytes * BITS_PER_BYTE / (rate_gbps * BITS_PER_GBIT)
+            min_cadence = transfer_time_s(job.activation_bytes, rate_gbps)
         schedule_name = self.world.scenario.pipeline_schedule
         if self.exact_timing:
             # The schedule table with each WAN hop's messages serialised at the job's allocated rate.
@@ -294,7 +292,7 @@ class ClusterSim:
         """Rate per WAN hop below which communication stalls this pipeline."""
         backward = pipeline.BACKWARD_TO_FORWARD * forward
         cadence = pipeline.demand_cadence_s(forward, backward, self.world.scenario.pipeline_schedule)
-        return job.activation_bytes * BITS_PER_BYTE / (cadence * BITS_PER_GBIT)
+        return units.rate_gbps(job.activation_bytes, cadence)
 
     def check_placement(self, job: Job, placement: Placement) -> str | None:
         """Why ``placement`` cannot be launched for ``job`` now, or None if it can."""

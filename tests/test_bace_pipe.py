@@ -1,6 +1,5 @@
 """BACE-Pipe's decisions in hand-built states where the right answer is known."""
 
-import numpy as np
 import pytest
 
 from baselines import make_policy

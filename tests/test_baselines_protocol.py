@@ -1,7 +1,6 @@
 """The policy protocol and the FCFS scripted baselines."""
 
 import gymnasium as gym
-import numpy as np
 import pytest
 
 import geopipe_env  # noqa: F401

@@ -642,3 +642,14 @@ def test_bad_price_csv_is_a_scenario_error(tmp_path, rows, unit, header, message
     with pytest.raises(ScenarioError, match=message) as err:
         load_scenario(_price_csv_scenario(tmp_path, rows, unit, header))
     assert err.value.key_path.startswith("regions[0].price_csv")
+
+
+def test_network_graph_carries_the_links():
+    """NetworkSpec.graph is a networkx digraph with each link's bandwidth and one-way latency on its edge."""
+    from geopipe_env.loader import load_builtin
+
+    scenario = load_builtin("toy")
+    graph = scenario.network.graph(scenario.region_ids)
+    assert set(graph.nodes) == {"cheap", "dear"} and graph.number_of_edges() == 2
+    assert graph["cheap"]["dear"] == {"bandwidth_gbps": 10.0, "latency_s": pytest.approx(0.01)}
+    assert graph["dear"]["cheap"]["bandwidth_gbps"] == 10.0
