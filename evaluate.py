@@ -21,12 +21,16 @@ from pathlib import Path
 
 from baselines import policy_names
 from baselines.evaluation import (
+    AGENT_SUFFIX,
     DEFAULT_ENV_ID,
     DEFAULT_SEED_START,
+    REFERENCE_POLICY,
     EvaluationInputError,
     check_inputs,
     default_policy_specs,
     markdown_tables,
+    paired_differences,
+    paired_tables,
     parse_env,
     run_episodes,
     summarize,
@@ -72,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     policy_specs = list(dict.fromkeys(args.policies or default_policy_specs()))
     seeds = list(range(args.seed_start, args.seed_start + args.episodes))
     try:
-        check_inputs(envs, policy_specs, args.cost_weight)
+        names = check_inputs(envs, policy_specs, args.cost_weight)
     except EvaluationInputError as exc:
         parser.error(str(exc))
 
@@ -80,6 +84,10 @@ def main(argv: list[str] | None = None) -> int:
     rows = run_episodes(envs, policy_specs, seeds, args.cost_weight, args.workers)
     summary = summarize(rows)
     print(markdown_tables(summary, seeds))
+    # Paired return differences: each saved agent against every other policy, else bace-pipe against the rest.
+    agent_names = [name for name, spec in zip(names, policy_specs) if spec.lower().endswith(AGENT_SUFFIX)]
+    differences = paired_differences(rows, agent_names or [REFERENCE_POLICY])
+    print(paired_tables(differences))
 
     args.out.mkdir(parents=True, exist_ok=True)
     write_csv(rows, args.out / "results.csv")
@@ -88,6 +96,10 @@ def main(argv: list[str] | None = None) -> int:
         "seeds": seeds,
         "cost_weight": args.cost_weight,
         "workers": args.workers,
+        "paired_return_differences": {
+            env: {subject: {other: est._asdict() for other, est in others.items()} for subject, others in subjects.items()}
+            for env, subjects in differences.items()
+        },
     }
     write_json(rows, summary, envs, meta, args.out / "results.json")
     if not args.no_plots:

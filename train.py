@@ -7,8 +7,9 @@ Examples::
     python train.py --resume runs/maskable_ppo_GeoPipe-v0_20250101-120000_0 --n-timesteps 100000
 
 Hyperparameters come from ``hyperparams/<algo>.yml`` (entry = env id, else ``default``). Training envs are seeded
-``seed + i`` below 1000; evaluation runs on the held-out seeds 1000, 1001, ... The logic lives in
-``agents.training`` and ``agents.callbacks``.
+``seed + i`` below 1000; evaluation runs on held-out seeds from ``--eval-seed-start`` (1000 by default), where
+``bace-pipe`` and ``sjf`` are also run once so that ``learning_curve.png`` can draw their returns beside the agent's.
+The logic lives in ``agents.training``, ``agents.callbacks`` and ``agents.learning_curve``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import NoReturn
 import torch
 
 from agents import training
-from agents.training import ALGOS, TrainingInputError
+from agents.training import ALGOS, FIRST_HELD_OUT_SEED, TrainingInputError
 from baselines.cli import int_at_least
 
 _POSITIVE_INT = int_at_least(1)
@@ -51,7 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--hyperparams", nargs="+", default=[], metavar="KEY=VALUE", help="hyperparameter overrides; values are YAML")
     add("--hyperparams-file", type=Path, help="hyperparameter file (default hyperparams/<algo>.yml)")
     add("--eval-freq", type=_NON_NEGATIVE_INT, default=DEFAULT_EVAL_FREQ, help="evaluate every N timesteps, 0 = never (default %(default)s)")
-    add("--eval-episodes", type=_POSITIVE_INT, default=DEFAULT_EVAL_EPISODES, help="held-out seeds 1000.. per evaluation (default %(default)s)")
+    add("--eval-episodes", type=_POSITIVE_INT, default=DEFAULT_EVAL_EPISODES, help="held-out seeds per evaluation (default %(default)s)")
+    add("--eval-seed-start", type=_NON_NEGATIVE_INT, default=FIRST_HELD_OUT_SEED, help="first evaluation seed, at least 1000 (default %(default)s)")
     add("--checkpoint-freq", type=_NON_NEGATIVE_INT, default=DEFAULT_CHECKPOINT_FREQ, help="checkpoint every N timesteps, 0 = never (default %(default)s)")
     add("--log-dir", type=Path, default=Path("runs"), help="folder of run folders (default %(default)s)")
     add("--run-name", help="run folder name (default <algo>_<env>_<YYYYmmdd-HHMMSS>_<seed>)")
@@ -72,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.n_timesteps is not None:
             overrides["n_timesteps"] = args.n_timesteps
         plan = training.plan_run(
-            args.algo, args.env, args.seed, overrides, args.eval_episodes, args.hyperparams_file, args.resume
+            args.algo, args.env, args.seed, overrides, args.eval_episodes, args.hyperparams_file, args.resume, args.eval_seed_start
         )
         run_dir = training.create_run_dir(args.log_dir, plan, args.run_name)
     except TrainingInputError as exc:

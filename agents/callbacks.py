@@ -16,12 +16,14 @@ import numpy as np
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 
+from agents.learning_curve import EVALUATIONS_FILE, plot_learning_curve, write_references
 from agents.loading import VECNORMALIZE_SUFFIX, AgentPolicy
-from baselines.policy import play_episode
+from baselines import make_policy
 from baselines.evaluation import mean_ci
+from baselines.policy import Policy, play_episode
 
 METRICS_PREFIX = "geopipe/"
-EVALUATIONS_FILE = "evaluations.csv"
+REFERENCE_POLICIES = ("bace-pipe", "sjf")  # evaluated once on the same seeds, drawn on the learning curve
 EVALUATION_COLUMNS = ("timesteps", "mean_return", "std_return", "mean_avg_jct_h", "mean_total_cost_usd")
 BEST_MODEL_NAME = "best_model"
 CHECKPOINT_PREFIX = "model"
@@ -59,13 +61,24 @@ class EpisodeMetricsCallback(BaseCallback):
         return True
 
 
-def evaluate_agent(policy: AgentPolicy, env: gym.Env, seeds: Sequence[int]) -> list[tuple[float, dict[str, float]]]:
+def evaluate_agent(policy: Policy, env: gym.Env, seeds: Sequence[int]) -> list[tuple[float, dict[str, float]]]:
     """(return, episode metrics) of one episode per seed, acting with ``policy`` (masked, as ``evaluate.py`` does)."""
     results = []
     for seed in seeds:
         episode_return, info = play_episode(env, policy, seed)
         results.append((episode_return, info["episode_metrics"]))
     return results
+
+
+def _summary(results: list[tuple[float, dict[str, float]]]) -> dict[str, float]:
+    """Mean and std of the returns, and the mean of two episode metrics, of :func:`evaluate_agent`'s results."""
+    returns = [r for r, _ in results]
+    return {
+        "mean_return": float(np.mean(returns)),
+        "std_return": float(np.std(returns)),
+        "mean_avg_jct_h": mean_ci(m["avg_jct_h"] for _, m in results).mean,  # NaN values (no job done) skipped
+        "mean_total_cost_usd": mean_ci(m["total_cost_usd"] for _, m in results).mean,
+    }
 
 
 class HeldOutEvalCallback(BaseCallback):
@@ -75,13 +88,22 @@ class HeldOutEvalCallback(BaseCallback):
     masks and the training ``VecNormalize``'s current observation statistics: its ``normalize_obs`` reads them
     without updating them, so evaluation neither drifts from nor alters what training uses and saves. A row per
     evaluation goes to ``<run_dir>/evaluations.csv``; the model with the highest mean return is saved as
-    ``best_model.zip`` (+ ``best_model_vecnormalize.pkl``).
+    ``best_model.zip`` (+ ``best_model_vecnormalize.pkl``). When training starts, the scripted
+    ``reference_policies`` play the same seeds once (``reference_returns.csv``); ``learning_curve.png`` is redrawn
+    after every evaluation with their returns as horizontal lines.
     """
 
     def __init__(
-        self, make_eval_env: Callable[[], gym.Env], run_dir: Path, seeds: Sequence[int], eval_freq: int, verbose: int = 0
+        self,
+        make_eval_env: Callable[[], gym.Env],
+        run_dir: Path,
+        seeds: Sequence[int],
+        eval_freq: int,
+        verbose: int = 0,
+        reference_policies: Sequence[str] = REFERENCE_POLICIES,
     ) -> None:
         super().__init__(verbose)
+        self.reference_policies = list(reference_policies)
         self.make_eval_env = make_eval_env
         self.run_dir = run_dir
         self.seeds = list(seeds)
@@ -95,6 +117,15 @@ class HeldOutEvalCallback(BaseCallback):
         self._last_timesteps = self.num_timesteps
         if self.eval_env is None:
             self.eval_env = self.make_eval_env()
+            self._evaluate_references()
+
+    def _evaluate_references(self) -> None:
+        assert self.eval_env is not None
+        rows = []
+        for name in self.reference_policies:
+            results = evaluate_agent(make_policy(name), self.eval_env, self.seeds)
+            rows.append({"policy": name, **_summary(results)})
+        write_references(self.run_dir, rows)
 
     def _on_step(self) -> bool:
         if _crossed(self.num_timesteps, self._last_timesteps, self.eval_freq):
@@ -107,15 +138,9 @@ class HeldOutEvalCallback(BaseCallback):
         assert self.eval_env is not None, "evaluate() runs during training"
         policy = AgentPolicy(self.model, self.model.get_vec_normalize_env(), name="eval", deterministic=True)
         results = evaluate_agent(policy, self.eval_env, self.seeds)
-        returns = [r for r, _ in results]
-        row = {
-            "timesteps": self.num_timesteps,
-            "mean_return": float(np.mean(returns)),
-            "std_return": float(np.std(returns)),
-            "mean_avg_jct_h": mean_ci(m["avg_jct_h"] for _, m in results).mean,  # NaN values (no job done) skipped
-            "mean_total_cost_usd": mean_ci(m["total_cost_usd"] for _, m in results).mean,
-        }
+        row = {"timesteps": self.num_timesteps, **_summary(results)}
         self._append(row)
+        plot_learning_curve(self.run_dir)
         for key in ("mean_return", "mean_avg_jct_h", "mean_total_cost_usd"):
             if math.isfinite(row[key]):
                 self.logger.record(f"eval/{key}", row[key])

@@ -258,13 +258,15 @@ def plan_run(
     eval_episodes: int,
     hyperparams_path: Path | None = None,
     resume: Path | None = None,
+    eval_seed_start: int = FIRST_HELD_OUT_SEED,
 ) -> RunPlan:
     """Check every input of a run and resolve its hyperparameters.
 
     A new run reads ``hyperparams/<algo>.yml`` (or ``hyperparams_path``). A resumed run (``resume``, a run
     folder) keeps that run's algorithm, env id and ``config.yml`` hyperparameters (``algo`` / ``env_id`` may be
     None or must match), continues from its latest saved model, and takes ``n_timesteps`` as the timesteps to
-    add; ``overrides`` apply in both cases.
+    add; ``overrides`` apply in both cases. The periodic evaluation runs on seeds ``eval_seed_start`` onwards, which
+    must be held out (at least 1000); keep them apart from the seeds a final comparison reports.
     """
     resume_model = None
     if resume is not None:
@@ -298,8 +300,10 @@ def plan_run(
         raise TrainingInputError(
             f"training seeds {seed}..{last_seed} must lie in 0..{FIRST_HELD_OUT_SEED - 1}; seeds from {FIRST_HELD_OUT_SEED} are held out for evaluation"
         )
+    if eval_seed_start < FIRST_HELD_OUT_SEED:
+        raise TrainingInputError(f"evaluation seeds must be held out: start at {FIRST_HELD_OUT_SEED} or above, not {eval_seed_start}")
     check_env_args(env_id, hyperparams["env_kwargs"])
-    eval_seeds = tuple(range(FIRST_HELD_OUT_SEED, FIRST_HELD_OUT_SEED + eval_episodes))
+    eval_seeds = tuple(range(eval_seed_start, eval_seed_start + eval_episodes))
     return RunPlan(algo, env_id, seed, hyperparams, eval_seeds, resume_model)
 
 

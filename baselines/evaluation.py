@@ -293,6 +293,32 @@ def change_vs_reference_pct(rows: Sequence[dict[str, Any]], policy: str, referen
     return 100.0 * (mine - ref) / abs(ref) if ref != 0 else math.nan
 
 
+def paired_differences(
+    rows: Sequence[dict[str, Any]], subjects: Sequence[str], metric: str = RETURN_KEY, confidence: float = CONFIDENCE
+) -> dict[str, dict[str, dict[str, Estimate]]]:
+    """``{env: {subject: {other: Estimate}}}``: the mean ± CI (t) of ``subject − other`` in ``metric`` over the
+    seeds both ran, for each subject evaluated on that env and every other policy there.
+
+    Pairing by seed removes the variation that both policies share (the workload, the prices), which dominates
+    the spread of either policy's own values; a CI above zero says the subject is better on this metric.
+    """
+    out: dict[str, dict[str, dict[str, Estimate]]] = {}
+    for env in dict.fromkeys(r["env"] for r in rows):
+        by_key = {(r["policy"], r["seed"]): r[metric] for r in rows if r["env"] == env}
+        policies = list(dict.fromkeys(p for p, _ in by_key))
+        out[env] = {}
+        for subject in (s for s in subjects if s in policies):
+            out[env][subject] = {
+                other: mean_ci(
+                    (by_key[(subject, seed)] - value for (p, seed), value in by_key.items() if p == other and (subject, seed) in by_key),
+                    confidence,
+                )
+                for other in policies
+                if other != subject
+            }
+    return out
+
+
 def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
     """Indices of the points no other point dominates (lower or equal in both coordinates, lower in one)."""
     front = []
@@ -362,6 +388,25 @@ def markdown_tables(summary: dict[str, Any], seeds: Sequence[int], reference: st
             lines.append(f"| {policy} | " + " | ".join(_cell(stats[key]) for key, _ in TABLE_COLUMNS) + " |")
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks) + "\n"
+
+
+def paired_tables(differences: dict[str, dict[str, dict[str, Estimate]]], metric: str = RETURN_KEY) -> str:
+    """Markdown tables of :func:`paired_differences`: one per (env, subject), a row per other policy."""
+    blocks = []
+    for env, subjects in differences.items():
+        for subject, others in subjects.items():
+            lines = [
+                f"#### {env}: paired {metric} difference, {subject} − policy, same seeds; mean ± {CONFIDENCE:.0%} CI (t)",
+                "",
+                f"| policy | {subject} − policy | {CONFIDENCE:.0%} CI | verdict |",
+                "|---|---|---|---|",
+            ]
+            for other, est in others.items():
+                low, high = est.mean - est.ci95, est.mean + est.ci95
+                verdict = "better" if low > 0 else "worse" if high < 0 else "not significant"
+                lines.append(f"| {other} | {est.mean:+.3f} ± {_number(est.ci95)} | [{low:+.3f}, {high:+.3f}] | {verdict} (n={est.n}) |")
+            blocks.append("\n".join(lines))
+    return "\n\n".join(blocks) + ("\n" if blocks else "")
 
 
 def write_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:

@@ -12,6 +12,8 @@ from baselines import policy_names
 from baselines.evaluation import (
     change_vs_reference_pct,
     mean_ci,
+    paired_differences,
+    paired_tables,
     pareto_front,
     parse_env,
     run_episodes,
@@ -53,6 +55,9 @@ def test_main_writes_table_csv_json_and_plots(tmp_path, capsys):
             assert entry["mean"] == pytest.approx(np.mean([float(r[metric]) for r in mine]), rel=1e-12, abs=1e-12)
             assert entry["n"] == 2
     assert set(doc["envs"][TOY]["pareto_front_jct_cost"]) <= set(POLICIES)
+    if "bace-pipe" in POLICIES:  # no agent evaluated: bace-pipe is compared, seed by seed, with the others
+        paired = doc["paired_return_differences"][TOY]["bace-pipe"]
+        assert set(paired) == set(POLICIES) - {"bace-pipe"} and "paired return difference, bace-pipe − policy" in table
 
 
 @pytest.mark.parametrize(
@@ -109,6 +114,22 @@ def test_change_vs_reference_pairs_seeds():
         {"policy": "ref", "seed": 3, "x": 100.0},  # unpaired: ignored
     ]
     assert change_vs_reference_pct(rows, "a", "ref", "x") == pytest.approx(100.0 * (3.0 - -2.0) / 2.0)
+
+
+def test_paired_differences_pair_by_seed():
+    """subject − other per shared seed; the CI is the t interval of those differences, not of either policy."""
+    rows = [{"env": "e", "policy": p, "seed": s, "return": v} for p, s, v in [
+        ("agent", 1, -10.0), ("agent", 2, -20.0), ("agent", 3, -31.0),
+        ("ref", 1, -11.0), ("ref", 2, -21.0), ("ref", 3, -33.0), ("ref", 4, 50.0),  # seed 4 unpaired
+    ]]
+    est = paired_differences(rows, ["agent"])["e"]["agent"]["ref"]
+    diffs = [1.0, 1.0, 2.0]
+    assert est.n == 3 and est.mean == pytest.approx(np.mean(diffs))
+    assert est.ci95 == pytest.approx(t_critical(0.95, 2) * np.std(diffs, ddof=1) / np.sqrt(3))
+    assert est.mean - est.ci95 < 0  # wide with 3 seeds although every difference is positive
+    table = paired_tables(paired_differences(rows, ["agent"]))
+    assert "| ref | +1.333" in table and "not significant (n=3)" in table
+    assert paired_differences(rows, ["absent"]) == {"e": {}}
 
 
 def test_pareto_front_keeps_only_undominated_points():

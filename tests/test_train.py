@@ -13,7 +13,10 @@ from stable_baselines3.common.vec_env import SubprocVecEnv
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import geopipe_env  # noqa: F401
-from agents import load_agent
+from agents import learning_curve, load_agent
+from agents.learning_curve import read_references
+from baselines import make_policy
+from baselines.policy import play_episode
 from agents.training import (
     ALGOS,
     HYPERPARAM_KEYS,
@@ -62,6 +65,20 @@ def test_smoke_run_writes_its_folder(smoke_run):
         rows = list(csv.DictReader(f))
     assert [int(r["timesteps"]) for r in rows] == [128, 256]
     assert all(math.isfinite(float(r["mean_return"])) and float(r["mean_total_cost_usd"]) > 0 for r in rows)
+
+
+def test_learning_curve_has_the_scripted_references(smoke_run):
+    """bace-pipe and sjf play the evaluation seeds once; their returns are those of a direct play, and the curve
+    is drawn as a PNG."""
+    references = read_references(smoke_run)
+    assert list(references) == ["bace-pipe", "sjf"]
+    env = gym.make(TOY)
+    direct, _ = play_episode(env, make_policy("bace-pipe"), 1000)  # SMOKE_ARGS: one evaluation seed, 1000
+    assert references["bace-pipe"] == pytest.approx(direct, abs=1e-9)
+    png = (smoke_run / "learning_curve.png").read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 10_000
+    out = smoke_run / "redrawn.png"
+    assert learning_curve.main([str(smoke_run), "--out", str(out)]) == 0 and out.is_file()
 
 
 def test_tensorboard_holds_geopipe_metrics(smoke_run):
@@ -126,7 +143,7 @@ def test_subprocess_envs_are_seeded_seed_plus_i():
         masks = np.stack(venv.env_method("action_masks"))
     finally:
         venv.close()
-    singles = [gym.make("GeoPipe-v0").reset(seed=seed) for seed in (5, 6)]
+    singles = [gym.make("GeoPipe-v0", **hyperparams["env_kwargs"]).reset(seed=seed) for seed in (5, 6)]
     for i, (single_obs, single_info) in enumerate(singles):
         for key, value in single_obs.items():
             np.testing.assert_array_equal(obs[key][i], value)
@@ -144,6 +161,7 @@ def test_subprocess_envs_are_seeded_seed_plus_i():
         (["--hyperparams", "env_kwargs={scenario: no-such-file.yaml}"], "no-such-file.yaml"),
         (["--seed", "999", "--hyperparams", "n_envs=2"], "held out"),
         (["--resume", "no-such-run"], "no such run folder"),
+        (["--eval-seed-start", "999"], "must be held out"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(args, message, tmp_path, capsys):

@@ -1,0 +1,98 @@
+"""The learning curve of a training run: held-out evaluation return vs timesteps, with the returns of scripted
+policies on the same env and seeds drawn as horizontal lines.
+
+``train.py`` redraws ``<run_dir>/learning_curve.png`` after every evaluation, from ``evaluations.csv`` (written by
+:class:`agents.callbacks.HeldOutEvalCallback`) and ``reference_returns.csv`` (the scripted policies, evaluated once
+when training starts). To redraw it by hand::
+
+    python -m agents.learning_curve runs/<run> [--out curve.png]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from pathlib import Path
+
+from matplotlib import colormaps
+from matplotlib.figure import Figure
+
+EVALUATIONS_FILE = "evaluations.csv"
+REFERENCES_FILE = "reference_returns.csv"
+REFERENCE_COLUMNS = ("policy", "mean_return", "std_return", "mean_avg_jct_h", "mean_total_cost_usd")
+CURVE_FILE = "learning_curve.png"
+DPI = 120
+
+
+def _read_rows(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def read_evaluations(run_dir: Path) -> tuple[list[int], list[float], list[float]]:
+    """(timesteps, mean returns, std of returns) of a run's evaluations, in the order they were made."""
+    rows = _read_rows(run_dir / EVALUATIONS_FILE)
+    return (
+        [int(r["timesteps"]) for r in rows],
+        [float(r["mean_return"]) for r in rows],
+        [float(r["std_return"]) for r in rows],
+    )
+
+
+def read_references(run_dir: Path) -> dict[str, float]:
+    """Scripted policy name -> mean return on the run's evaluation seeds (empty if none were recorded)."""
+    path = run_dir / REFERENCES_FILE
+    return {r["policy"]: float(r["mean_return"]) for r in _read_rows(path)} if path.is_file() else {}
+
+
+def write_references(run_dir: Path, rows: list[dict[str, float | str]]) -> None:
+    """Write the scripted policies' evaluation rows (``REFERENCE_COLUMNS``)."""
+    with open(run_dir / REFERENCES_FILE, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=REFERENCE_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def plot_learning_curve(run_dir: Path, out: Path | None = None, title: str | None = None) -> Path:
+    """Draw the run's learning curve (mean ± std band of the evaluation return) with the reference lines."""
+    timesteps, means, stds = read_evaluations(run_dir)
+    if not timesteps:
+        raise ValueError(f"{run_dir / EVALUATIONS_FILE} has no evaluations yet")
+    fig = Figure(figsize=(7.5, 4.5), dpi=DPI)
+    ax = fig.add_subplot()
+    ax.plot(timesteps, means, marker="o", markersize=3, color="black", label="agent (deterministic, masked)")
+    ax.fill_between(
+        timesteps, [m - s for m, s in zip(means, stds)], [m + s for m, s in zip(means, stds)], color="black", alpha=0.08, linewidth=0
+    )
+    cmap = colormaps["tab10"]
+    for i, (name, value) in enumerate(read_references(run_dir).items()):
+        ax.axhline(value, color=cmap(i), linestyle="--", linewidth=1.4, label=f"{name} ({value:.2f})")
+    ax.set_xlabel("training timesteps")
+    ax.set_ylabel("mean episode return on the evaluation seeds")
+    ax.set_title(title or f"learning curve: {run_dir.name}")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    path = out or run_dir / CURVE_FILE
+    fig.savefig(path)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Redraw a training run's learning curve.")
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--out", type=Path, help=f"output PNG (default <run_dir>/{CURVE_FILE})")
+    parser.add_argument("--title")
+    args = parser.parse_args(argv)
+    if not (args.run_dir / EVALUATIONS_FILE).is_file():
+        parser.error(f"{args.run_dir} has no {EVALUATIONS_FILE}; is it a train.py run folder with evaluations?")
+    try:
+        print(plot_learning_curve(args.run_dir, args.out, args.title))
+    except ValueError as exc:
+        parser.error(str(exc))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
