@@ -3,7 +3,8 @@
 import gymnasium as gym
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from conftest import PROPERTY_TALLY
+from hypothesis import given
 from hypothesis import strategies as st
 from stable_baselines3.common.vec_env import SubprocVecEnv
 
@@ -13,8 +14,7 @@ from geopipe_env.simulator import JobStatus
 from geopipe_env.synthetic import random_scenario
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
+@given(  # example count: the hypothesis profile (tests/conftest.py), 40 by default
     world_seed=st.integers(0, 2**32 - 1),
     num_regions=st.integers(1, 16),
     num_jobs=st.integers(1, 12),
@@ -32,7 +32,7 @@ def test_random_worlds_keep_invariants(world_seed, num_regions, num_jobs, market
     sim, world = env.sim, env.world
     prices_non_negative = bool((world.price.values >= 0).all())
     total, last_t, last_energy = 0.0, 0.0, 0.0
-    for _ in range(500):
+    for steps in range(1, 501):
         if rng.random() < invalid_rate:
             action = int(rng.integers(-3, env.action_space.n + 3))  # may be masked or out of range
         else:
@@ -59,6 +59,7 @@ def test_random_worlds_keep_invariants(world_seed, num_regions, num_jobs, market
     expected = -(sim.job_seconds / env.t_ref_s + env.cost_weight * sim.cost_usd / env.c_ref_usd)
     expected -= env.invalid_action_penalty * env.invalid_actions
     assert total == pytest.approx(expected, rel=1e-6, abs=1e-9)
+    PROPERTY_TALLY.update(worlds=1, steps=steps, invalid=env.invalid_actions, jobs_done=int(done.sum()))
 
 
 def _first_valid(mask: np.ndarray) -> int:
