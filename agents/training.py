@@ -39,6 +39,7 @@ from torch import nn
 
 import geopipe_env  # noqa: F401  (registers the env ids in this process)
 from agents.callbacks import CHECKPOINT_PREFIX, save_agent, training_callbacks, vecnormalize_path
+from agents.policies import CUSTOM_POLICIES
 from baselines.evaluation import DEFAULT_SEED_START
 from geopipe_env.env import GeoPipeEnv
 from geopipe_env.loader import StrictYamlLoader
@@ -302,6 +303,8 @@ def plan_run(
         )
     if eval_seed_start < FIRST_HELD_OUT_SEED:
         raise TrainingInputError(f"evaluation seeds must be held out: start at {FIRST_HELD_OUT_SEED} or above, not {eval_seed_start}")
+    if hyperparams["policy"] in CUSTOM_POLICIES and algo != DEFAULT_ALGO:
+        raise TrainingInputError(f"policy {hyperparams['policy']} needs --algo {DEFAULT_ALGO} (it reads action masks)")
     check_env_args(env_id, hyperparams["env_kwargs"])
     eval_seeds = tuple(range(eval_seed_start, eval_seed_start + eval_episodes))
     return RunPlan(algo, env_id, seed, hyperparams, eval_seeds, resume_model)
@@ -346,7 +349,8 @@ def build_model(plan: RunPlan, venv: VecEnv, run_dir: Path, verbose: int) -> Bas
     kwargs = model_kwargs(plan.hyperparams)
     common = {"verbose": verbose, "device": "cpu"}
     if plan.resume_model is None:
-        model = algo_class(plan.hyperparams["policy"], venv, seed=plan.seed, **kwargs, **common)
+        policy = CUSTOM_POLICIES.get(plan.hyperparams["policy"], plan.hyperparams["policy"])
+        model = algo_class(policy, venv, seed=plan.seed, **kwargs, **common)
     else:
         del kwargs["policy_kwargs"]  # stored in the model
         model = algo_class.load(plan.resume_model, env=venv, **kwargs, **common)
