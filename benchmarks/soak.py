@@ -6,7 +6,7 @@ Usage::
     python benchmarks/soak.py --episodes 10              # peak RSS of a 10-episode run
 
 Prints the RSS samples (MiB), the growth from the first sample taken after warm-up to the last, and the peak
-(``ru_maxrss``). Seeds run 0, 1, 2, ... with a masked random policy; every episode is checked to end cleanly.
+(``ru_maxrss``); exits 1 if the growth exceeds ``--max-growth-mib`` (2 MiB). Seeds run 0, 1, 2, ... with a masked random policy; every episode is checked to end cleanly.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--episodes", type=int, default=None, help="run this many whole episodes instead")
     parser.add_argument("--sample-every", type=int, default=50_000)
     parser.add_argument("--warmup-steps", type=int, default=20_000, help="growth is measured from after these")
+    parser.add_argument("--max-growth-mib", type=float, default=2.0, help="fail (exit 1) if RSS grows more than this after warm-up")
     args = parser.parse_args(argv)
     if (args.steps is None) == (args.episodes is None):
         parser.error("give exactly one of --steps or --episodes")
@@ -74,7 +75,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.env}: {steps:,} steps, {episodes:,} episodes in {elapsed:.0f} s ({steps / elapsed:,.0f} steps/s)")
     print(f"RSS first {samples[0][1]:.1f} MiB, last {samples[-1][1]:.1f} MiB, peak {peak_rss_mib():.1f} MiB")
     if baseline is not None:
-        print(f"growth after {args.warmup_steps:,} warm-up steps: {samples[-1][1] - baseline:+.1f} MiB")
+        growth = samples[-1][1] - baseline
+        print(f"growth after {args.warmup_steps:,} warm-up steps: {growth:+.1f} MiB")
+        if growth > args.max_growth_mib:
+            print(f"FAIL: resident memory grew by more than the bound of {args.max_growth_mib} MiB")
+            return 1
+        print(f"bound held: growth <= {args.max_growth_mib} MiB")
     return 0
 
 
