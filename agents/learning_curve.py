@@ -22,6 +22,7 @@ EVALUATIONS_FILE = "evaluations.csv"
 REFERENCES_FILE = "reference_returns.csv"
 REFERENCE_COLUMNS = ("policy", "mean_return", "std_return", "mean_avg_jct_h", "mean_total_cost_usd")
 CURVE_FILE = "learning_curve.png"
+CLIP_BELOW_FRACTION = 0.25  # the y axis reaches this fraction of |lowest reference| below it
 DPI = 120
 
 
@@ -55,22 +56,31 @@ def write_references(run_dir: Path, rows: list[dict[str, float | str]]) -> None:
 
 
 def plot_learning_curve(run_dir: Path, out: Path | None = None, title: str | None = None) -> Path:
-    """Draw the run's learning curve (mean ± std band of the evaluation return) with the reference lines."""
-    timesteps, means, stds = read_evaluations(run_dir)
+    """Draw the run's learning curve (mean evaluation return; the seeds' spread is left out, since every point
+    plays the same seeds) with the reference lines."""
+    timesteps, means, _ = read_evaluations(run_dir)
     if not timesteps:
         raise ValueError(f"{run_dir / EVALUATIONS_FILE} has no evaluations yet")
     fig = Figure(figsize=(7.5, 4.5), dpi=DPI)
     ax = fig.add_subplot()
     ax.plot(timesteps, means, marker="o", markersize=3, color="black", label="agent (deterministic, masked)")
-    ax.fill_between(
-        timesteps, [m - s for m, s in zip(means, stds)], [m + s for m, s in zip(means, stds)], color="black", alpha=0.08, linewidth=0
-    )
     cmap = colormaps["tab10"]
-    for i, (name, value) in enumerate(read_references(run_dir).items()):
+    references = read_references(run_dir)
+    for i, (name, value) in enumerate(references.items()):
         ax.axhline(value, color=cmap(i), linestyle="--", linewidth=1.4, label=f"{name} ({value:.2f})")
+    if references:
+        # Zoom on the scripted policies' level: the first evaluations of a fresh policy can lie far below it.
+        low_ref = min(references.values())
+        top = max(*means, *references.values())
+        bottom = low_ref - max(CLIP_BELOW_FRACTION * abs(low_ref), top - low_ref)
+        clipped = [t for t, m in zip(timesteps, means) if m < bottom]
+        ax.set_ylim(bottom, top + 0.1 * (top - bottom))
+        if clipped:
+            ax.text(0.01, 0.02, f"{len(clipped)} early evaluation(s) below the axis (up to {max(clipped):,} steps)",
+                    transform=ax.transAxes, fontsize=8, color="gray")
     ax.set_xlabel("training timesteps")
     ax.set_ylabel("mean episode return on the evaluation seeds")
-    ax.set_title(title or f"learning curve: {run_dir.name}")
+    ax.set_title(title or f"learning curve: {run_dir.name}", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()

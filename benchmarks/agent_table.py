@@ -1,0 +1,56 @@
+"""Print a learned agent's comparison with the scripted policies from an ``evaluate.py`` results.json, one row per env.
+
+Usage::
+
+    python evaluate.py --env GeoPipe-v0 GeoPipe-Paper-v0 <bw0.3.yaml> <gpu0.5.yaml> --seeds 30 --out results/agent
+    python benchmarks/agent_table.py results/agent/results.json [AGENT_NAME]
+
+Columns: the agent's mean return; the best scripted policy by mean return; the paired return difference (agent −
+policy, same seeds, mean ± 95% CI) against that policy and against bace-pipe; how many scripted policies the agent
+beats with the whole CI above zero; and the agent's average JCT and cost as % change vs bace-pipe. The agent name
+defaults to the only policy with paired differences in the file.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+REFERENCE = "bace-pipe"
+
+
+def _diff(est: dict) -> str:
+    low, high = est["mean"] - est["ci95"], est["mean"] + est["ci95"]
+    return f"{est['mean']:+.2f} [{low:+.2f}, {high:+.2f}]"
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) not in (1, 2):
+        print(__doc__)
+        return 2
+    with open(argv[0]) as f:
+        results = json.load(f)
+    paired = results["paired_return_differences"]
+    print("| env | agent return | best scripted (return) | agent − best scripted, 95% CI | agent − bace-pipe, 95% CI "
+          "| scripted beaten (CI > 0) | avg JCT vs bace-pipe | cost vs bace-pipe |")
+    print("|---" * 8 + "|")
+    for env, subjects in paired.items():
+        agent = argv[1] if len(argv) == 2 else next(iter(subjects))
+        others = subjects[agent]
+        policies = results["envs"][env]["policies"]
+        best = max(others, key=lambda p: policies[p]["return"]["mean"])
+        beaten = sum(1 for est in others.values() if est["mean"] - est["ci95"] > 0)
+        mine = policies[agent]
+        print(
+            f"| {env} | {mine['return']['mean']:.2f} | {best} ({policies[best]['return']['mean']:.2f}) | {_diff(others[best])} "
+            f"| {_diff(others[REFERENCE])} | {beaten} of {len(others)} "
+            f"| {mine['avg_jct_h']['change_vs_reference_pct']:+.1f}% | {mine['total_cost_usd']['change_vs_reference_pct']:+.1f}% |"
+        )
+    n = len(results["seeds"])
+    print(f"\n{n} seeds ({results['seeds'][0]}–{results['seeds'][-1]}) per env; agent: {agent}.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
