@@ -16,7 +16,7 @@ import numpy as np
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 
-from agents.learning_curve import EVALUATIONS_FILE, plot_learning_curve, write_references
+from agents.learning_curve import EVALUATIONS_FILE, SUMMARY_COLUMNS, plot_learning_curve, write_references
 from agents.loading import VECNORMALIZE_SUFFIX, AgentPolicy
 from baselines import make_policy
 from baselines.evaluation import mean_ci
@@ -24,7 +24,7 @@ from baselines.policy import Policy, play_episode
 
 METRICS_PREFIX = "geopipe/"
 REFERENCE_POLICIES = ("bace-pipe", "sjf")  # evaluated once on the same seeds, drawn on the learning curve
-EVALUATION_COLUMNS = ("timesteps", "mean_return", "std_return", "mean_avg_jct_h", "mean_total_cost_usd")
+EVALUATION_COLUMNS = ("timesteps", *SUMMARY_COLUMNS)
 BEST_MODEL_NAME = "best_model"
 CHECKPOINT_PREFIX = "model"
 

@@ -20,7 +20,8 @@ from matplotlib.figure import Figure
 
 EVALUATIONS_FILE = "evaluations.csv"
 REFERENCES_FILE = "reference_returns.csv"
-REFERENCE_COLUMNS = ("policy", "mean_return", "std_return", "mean_avg_jct_h", "mean_total_cost_usd")
+SUMMARY_COLUMNS = ("mean_return", "std_return", "mean_avg_jct_h", "mean_total_cost_usd")  # of one evaluation
+REFERENCE_COLUMNS = ("policy", *SUMMARY_COLUMNS)
 CURVE_FILE = "learning_curve.png"
 CLIP_BELOW_FRACTION = 0.25  # the y axis reaches this fraction of |lowest reference| below it
 DPI = 120
@@ -31,14 +32,10 @@ def _read_rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-def read_evaluations(run_dir: Path) -> tuple[list[int], list[float], list[float]]:
-    """(timesteps, mean returns, std of returns) of a run's evaluations, in the order they were made."""
+def read_evaluations(run_dir: Path) -> tuple[list[int], list[float]]:
+    """(timesteps, mean returns) of a run's evaluations, in the order they were made."""
     rows = _read_rows(run_dir / EVALUATIONS_FILE)
-    return (
-        [int(r["timesteps"]) for r in rows],
-        [float(r["mean_return"]) for r in rows],
-        [float(r["std_return"]) for r in rows],
-    )
+    return [int(r["timesteps"]) for r in rows], [float(r["mean_return"]) for r in rows]
 
 
 def read_references(run_dir: Path) -> dict[str, float]:
@@ -58,7 +55,7 @@ def write_references(run_dir: Path, rows: list[dict[str, float | str]]) -> None:
 def plot_learning_curve(run_dir: Path, out: Path | None = None, title: str | None = None) -> Path:
     """Draw the run's learning curve (mean evaluation return; the seeds' spread is left out, since every point
     plays the same seeds) with the reference lines."""
-    timesteps, means, _ = read_evaluations(run_dir)
+    timesteps, means = read_evaluations(run_dir)
     if not timesteps:
         raise ValueError(f"{run_dir / EVALUATIONS_FILE} has no evaluations yet")
     fig = Figure(figsize=(7.5, 4.5), dpi=DPI)

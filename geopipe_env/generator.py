@@ -9,7 +9,7 @@ the ``rng`` argument, which the env seeds.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -52,15 +52,17 @@ class Job:
     lower_bound_s: float  # duration alone on an empty world, on a relaxed best placement
     lower_bound_energy_kwh: float
     typical_demand_gbps: float  # no-stall rate per hop, A·8 / (t_f + t_b), on the median GPU it fits
+    # What timing depends on: jobs with equal keys run identically on any placement. Set once here, since the
+    # candidate table reads it tens of times per decision.
+    profile_key: tuple = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        key = (self.model, self.num_stages, self.activation_bytes, self.gpus_per_stage, self.num_microbatches)
+        object.__setattr__(self, "profile_key", key)
 
     @property
     def num_gpus(self) -> int:
         return self.num_stages * self.gpus_per_stage
-
-    @property
-    def profile_key(self) -> tuple:
-        """Identifies what timing depends on: jobs with equal keys run identically on any placement."""
-        return (self.model, self.num_stages, self.activation_bytes, self.gpus_per_stage, self.num_microbatches)
 
     @property
     def isolated_duration_s(self) -> float:

@@ -22,7 +22,7 @@ from geopipe_env.simulator import ClusterSim, Placement
 from geopipe_env.units import SECONDS_PER_HOUR
 
 OBS_CLIP = 100.0
-FORECAST_H = 6  # the price forecast feature averages the hours from now's on (perfect foresight of day-ahead prices)
+FORECAST_H = 6  # the price forecast feature averages the next 6 hours, this one included (perfect foresight)
 REGION_FEATURES = ("present", "free_gpu_fraction", "gpus_share", "price_now", "price_forecast", "carbon", "pue_excess", "link_utilization")
 LINK_FEATURES = ("capacity", "utilization", "latency")
 QUEUE_FEATURES = ("present", "stages_share", "log_isolated_duration", "log_bandwidth_demand", "waiting_time", "can_start")
@@ -111,6 +111,7 @@ class ObservationEncoder:
         self._regions_static = regions
         self._linked = world.bandwidth_gbps > 0
         self._num_links = int(self._linked.sum())
+        self._out_links = np.maximum(self._linked.sum(axis=1), 1)  # (R,) for the mean link utilisation per region
         layout = obs_layout(max_regions, queue_slots, num_strategies)
         self._keys = ("regions", "links", "queue", "candidates", "global")
         ends = np.cumsum([int(np.prod(layout[k])) for k in self._keys])
@@ -139,8 +140,7 @@ class ObservationEncoder:
         regions[:n, 3] = self._price_now[:, hour_index]
         regions[:n, 4] = self._price_forecast[:, hour_index]
         regions[:n, 5] = self._carbon[:, hour_index]
-        out_links = np.maximum((w.bandwidth_gbps > 0).sum(axis=1), 1)
-        regions[:n, 7] = util.sum(axis=1) / out_links
+        regions[:n, 7] = util.sum(axis=1) / self._out_links
 
         links = self._links_static.copy()
         links[:n, :n, 1] = util

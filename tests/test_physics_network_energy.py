@@ -122,3 +122,19 @@ def test_hourly_integral_whole_hours_are_exact():
     assert integ.integral(0.0, 3 * 3600.0)[0] == pytest.approx(7.0)
     assert integ.integral(1800.0, 5400.0)[0] == pytest.approx(0.5 + 1.0)
     assert integ.at(3600.0)[0] == 2.0
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_weighted_integral_equals_the_vector_form(seed):
+    """The scalar fast path of the candidate table equals ``weights @ integral(t0, t1)[rows]``, also for
+    fractional hours, negative start times and ends past the series (held at its last value)."""
+    rng = np.random.default_rng(seed)
+    values = rng.normal(0.1, 0.2, size=(6, 30))  # negative prices included
+    integ = HourlyIntegral(values)
+    for _ in range(20):
+        t0 = float(rng.uniform(-2.0, 35.0)) * 3600.0
+        t1 = t0 + float(rng.uniform(0.0, 12.0)) * 3600.0
+        rows = tuple(int(r) for r in rng.choice(6, size=int(rng.integers(1, 4)), replace=False))
+        weights = tuple(float(w) for w in rng.uniform(0.1, 5.0, size=len(rows)))
+        expected = float(np.asarray(weights) @ integ.integral(t0, t1)[list(rows)])
+        assert integ.weighted_integral(rows, weights, t0, t1) == pytest.approx(expected, rel=1e-12, abs=1e-12)

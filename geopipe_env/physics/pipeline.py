@@ -113,8 +113,9 @@ def stage_memory_bytes(
     return STATE_BYTES_PER_PARAM * params / num_stages + checkpoints + working
 
 
-def fits_memory(stage_bytes: float, memory_gb: float, gpus_per_stage: int = 1) -> bool:
-    """Whether a stage's memory, split evenly over ``gpus_per_stage`` GPUs, fits the usable GPU memory."""
+def fits_memory(stage_bytes: float | np.ndarray, memory_gb: float, gpus_per_stage: int = 1) -> bool | np.ndarray:
+    """Whether a stage's memory, split evenly over ``gpus_per_stage`` GPUs, fits the usable GPU memory
+    (elementwise for an array of stage sizes)."""
     return stage_bytes / gpus_per_stage <= USABLE_MEMORY_FRACTION * memory_gb * BYTES_PER_GB
 
 
@@ -132,7 +133,7 @@ def min_feasible_stages(
     """The smallest stage count (at most one stage per layer) whose stages fit; ``None`` if none does."""
     stage_counts = np.arange(1, layers + 1)
     need = stage_memory_bytes(params, layers, hidden, stage_counts, micro_batch_size, seq_len, num_microbatches, schedule)
-    fitting = np.flatnonzero(need / gpus_per_stage <= USABLE_MEMORY_FRACTION * memory_gb * BYTES_PER_GB)
+    fitting = np.flatnonzero(fits_memory(need, memory_gb, gpus_per_stage))
     return int(stage_counts[fitting[0]]) if fitting.size else None
 
 
