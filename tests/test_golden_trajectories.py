@@ -1,0 +1,77 @@
+"""Speed work must not change what an agent sees: masked-random episodes equal a recording made before it.
+
+The golden metrics test covers the scripted policies' episode metrics; this one covers every observation, mask and
+reward along masked-random trajectories, the benchmark's own workload. ``tests/data/golden_trajectories.json`` was
+recorded at commit 0c790c7 (before the batched candidate table and the per-placement timing model) with
+``python tests/test_golden_trajectories.py --record``. Each case records per-step sums of each observation key
+(plain and position-weighted, so a permutation shows), the mask's valid actions, and the rewards.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import geopipe_env  # noqa: F401
+
+GOLDEN_PATH = Path(__file__).parent / "data" / "golden_trajectories.json"
+CASES = {
+    "GeoPipe-v0|0": ("GeoPipe-v0", {}, 0),
+    "GeoPipe-v0|1": ("GeoPipe-v0", {}, 1),
+    "GeoPipe-v0|2": ("GeoPipe-v0", {}, 2),
+    "GeoPipe-Paper-v0|0": ("GeoPipe-Paper-v0", {}, 0),
+    "GeoPipe-Toy-v0|0": ("GeoPipe-Toy-v0", {}, 0),
+    "GeoPipe-v0-exact|3": ("GeoPipe-v0", {"timing": "exact"}, 3),
+    "geopipe-v0-randomized|4": ("GeoPipe-v0", {"scenario": "geopipe-v0-randomized"}, 4),
+}
+
+
+def play(env_id: str, kwargs: dict, seed: int, max_steps: int = 400) -> dict:
+    """One masked-random episode (at most ``max_steps`` decisions): per-step fingerprints of what the agent saw."""
+    env = gym.make(env_id, **kwargs).unwrapped
+    rng = np.random.default_rng(seed)
+    obs, info = env.reset(seed=seed)
+    record: dict[str, list] = {"rewards": [], "valid": [], **{key: [] for key in obs}}
+
+    def fingerprint(obs, info):
+        for key, value in obs.items():
+            flat = value.astype(np.float64).reshape(-1)
+            record[key].append([float(flat.sum()), float(flat @ np.arange(1, flat.size + 1))])
+        record["valid"].append(np.flatnonzero(info["action_mask"]).tolist())
+
+    fingerprint(obs, info)
+    for _ in range(max_steps):
+        obs, reward, terminated, truncated, info = env.step(int(rng.choice(np.flatnonzero(info["action_mask"]))))
+        record["rewards"].append(float(reward))
+        fingerprint(obs, info)
+        if terminated or truncated:
+            break
+    return record
+
+
+@pytest.fixture(scope="module")
+def golden() -> dict:
+    return json.loads(GOLDEN_PATH.read_text())
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_trajectory_matches_recording(case, golden):
+    """Same masks every step; rewards and observation sums equal the recording to 1e-9 (float32 sums: 1e-6)."""
+    got, want = play(*CASES[case]), golden[case]
+    assert len(got["rewards"]) == len(want["rewards"])
+    for step, (g, w) in enumerate(zip(got["valid"], want["valid"])):
+        assert g == w, f"mask differs at step {step}"
+    assert got["rewards"] == pytest.approx(want["rewards"], rel=1e-9, abs=1e-12)
+    for key in want:
+        if key not in ("rewards", "valid"):
+            assert np.allclose(got[key], want[key], rtol=1e-6, atol=1e-6), f"observation {key!r} differs"
+
+
+if __name__ == "__main__" and "--record" in sys.argv:
+    GOLDEN_PATH.write_text(json.dumps({case: play(*args) for case, args in CASES.items()}) + "\n")
+    print(f"wrote {GOLDEN_PATH}")
