@@ -57,10 +57,10 @@ import numpy as np
 
 from geopipe_env.generator import World, sample_world
 from geopipe_env.loader import builtin_names, load_builtin, load_scenario
-from geopipe_env.observation import CandidateInfo, ObservationEncoder, observation_space
+from geopipe_env.observation import ObservationEncoder, observation_space
 from geopipe_env.physics import pipeline
 from geopipe_env.physics.energy import gpu_power_w
-from geopipe_env.placement import ALL_STRATEGIES, STRATEGY_NAMES, PlacementContext, candidates
+from geopipe_env.placement import ALL_STRATEGIES, STRATEGY_NAMES, CandidateInfo, PlacementContext, candidate_row
 from geopipe_env.scenario import Scenario
 from geopipe_env.simulator import ClusterSim, JobStatus
 from geopipe_env.units import BYTES_PER_TB, SECONDS_PER_HOUR, WATTS_PER_KW
@@ -116,15 +116,22 @@ class GeoPipeEnv(gym.Env):
         self.observation_space = observation_space(max_regions, queue_slots, self.num_strategies)
         self.world: World | None = None
         self.sim: ClusterSim | None = None
+        self._profile_cache: dict = {}  # model profiles across episodes (generator.sample_world)
 
     # ------------------------------------------------------------------ gym API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        self.world = sample_world(self.scenario, self.np_random)
+        self.world = sample_world(self.scenario, self.np_random, self._profile_cache)
         self.sim = ClusterSim(self.world, exact_timing=self.timing == "exact")
         jobs = self.world.jobs
         self.t_ref_s = float(np.mean([j.isolated_duration_s for j in jobs]))
-        iso_energy_kwh = float(np.mean([self._isolated_energy_kwh(j) for j in jobs]))
+        watts: dict[tuple, float] = {}  # isolated facility power, per job profile
+        for j in jobs:
+            if j.profile_key not in watts:
+                watts[j.profile_key] = self._isolated_watts(j)
+        iso_energy_kwh = float(
+            np.mean([watts[j.profile_key] / WATTS_PER_KW * j.isolated_duration_s / SECONDS_PER_HOUR for j in jobs])
+        )
         mean_price = float(self.world.price.values.mean())
         self.c_ref_usd = iso_energy_kwh * (mean_price if mean_price > 0 else float(np.abs(self.world.price.values).mean()) + 1e-9)
         carbon_ref_kg = iso_energy_kwh * float(self.world.carbon.values.mean()) / 1000.0
@@ -213,35 +220,32 @@ class GeoPipeEnv(gym.Env):
     def _compute_candidates(self) -> bool:
         """Fill the candidate table and mask for the visible queue; True if any launch is possible."""
         sim = self.sim
+        visible = [self.world.jobs[jid] for jid in sim.waiting[: self.queue_slots]]
+        if not any(_free_stages_suffice(job, sim.free_gpus) for job in visible):  # no strategy can place any
+            self._cands, self._mask = [], np.zeros(self.action_space.n, dtype=bool)
+            self._mask[self.wait_action] = True
+            return False
         ctx = PlacementContext(sim)
         mask = np.zeros(self.action_space.n, dtype=bool)
         table: list[list[CandidateInfo | None]] = []
-        for slot, jid in enumerate(sim.waiting[: self.queue_slots]):
-            job = self.world.jobs[jid]
-            row: list[CandidateInfo | None] = []
-            for k, placement in enumerate(candidates(ctx, job, self.strategies)):
-                info = None
-                if placement is not None:
-                    est = ctx.estimate(job, placement)
-                    if np.isfinite(est.duration_s):
-                        info = CandidateInfo(
-                            placement, est.iteration_s, est.duration_s, ctx.cost_usd(job, placement),
-                            ctx.carbon_kg(job, placement), est.rate_gbps, est.demand_gbps, est.stalled,
-                        )
-                        mask[slot * self.num_strategies + k] = True
-                row.append(info)
+        for slot, job in enumerate(visible):
+            row = candidate_row(ctx, job, self.strategies)
+            base = slot * self.num_strategies
+            for k, info in enumerate(row):
+                if info is not None:
+                    mask[base + k] = True
             table.append(row)
         any_launch = bool(mask.any())
         mask[self.wait_action] = True
         self._cands, self._mask = table, mask
         return any_launch
 
-    def _isolated_energy_kwh(self, job) -> float:
+    def _isolated_watts(self, job) -> float:
+        """Facility power of the job running alone at its isolated iteration time (median GPU it fits)."""
         w = self.world
         busy = job.num_microbatches * (1.0 + pipeline.BACKWARD_TO_FORWARD) * job.forward_s / job.isolated_iteration_s
         per_gpu_w = gpu_power_w(1, w.idle_watts, w.busy_watts, np.minimum(busy, 1.0), w.pue)  # (R,)
-        watts = float(np.median(per_gpu_w[job.fits])) * job.num_gpus
-        return watts / WATTS_PER_KW * job.isolated_duration_s / SECONDS_PER_HOUR
+        return float(np.median(per_gpu_w[job.fits])) * job.num_gpus
 
     # ------------------------------------------------------------------ outputs
     def _observe(self) -> dict[str, np.ndarray]:
@@ -295,6 +299,11 @@ class GeoPipeEnv(gym.Env):
             "jct_lower_bound_h": hours(lower.mean()),
             "cost_lower_bound_usd": lb_energy * float(w.price.values[:, :horizon_hours].min()),
         }
+
+
+def _free_stages_suffice(job, free_gpus: np.ndarray) -> bool:
+    """Whether the regions' free GPUs hold the job's K* stages in all (necessary for any placement of it)."""
+    return int(np.where(job.fits, free_gpus // job.gpus_per_stage, 0).sum()) >= job.num_stages
 
 
 def _as_action(action) -> int:

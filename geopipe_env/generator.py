@@ -104,6 +104,15 @@ def _reference_link(bandwidth_gbps: np.ndarray, latency_s: np.ndarray, intra_bw:
     return float(np.median(bandwidth_gbps[mask])), float(np.median(latency_s[mask]))
 
 
+def _link_facts(bandwidth: np.ndarray, latency: np.ndarray, intra_bw: float, intra_lat: float) -> tuple:
+    """(reference bandwidth, reference latency, best bandwidth, best latency, connected components) of a world."""
+    ref_bw, ref_lat = _reference_link(bandwidth, latency, intra_bw, intra_lat)
+    best_bw = max(intra_bw, float(bandwidth.max(initial=0.0)))
+    wan = bandwidth > 0
+    best_lat = min(intra_lat, float(latency[wan].min())) if wan.any() else intra_lat
+    return ref_bw, ref_lat, best_bw, best_lat, connected_components(bandwidth)
+
+
 def _sample_arrivals(scenario: Scenario, rng: np.random.Generator) -> list[tuple[float, object, object, int | None]]:
     """(arrival_s, model, dataset, iterations) per job."""
     wl = scenario.workload
@@ -119,8 +128,16 @@ def _sample_arrivals(scenario: Scenario, rng: np.random.Generator) -> list[tuple
     return [(float(t), wl.models[m], wl.datasets[d], None) for t, m, d in zip(times, model_idx, data_idx)]
 
 
-def sample_world(scenario: Scenario, rng: np.random.Generator) -> World:
-    """Draw one episode's world from ``scenario`` using ``rng`` only."""
+PROFILE_CACHE_SIZE = 256  # model profiles kept per cache; cleared when full (randomised worlds rarely repeat)
+
+
+def sample_world(scenario: Scenario, rng: np.random.Generator, profile_cache: dict | None = None) -> World:
+    """Draw one episode's world from ``scenario`` using ``rng`` only.
+
+    ``profile_cache`` (optional, owned by the caller and used with one scenario only) memoises model profiles
+    across episodes: a profile is a pure function of the scenario, the model and the episode's GPU counts and
+    bandwidths, so episodes without randomisation recompute none.
+    """
     regions = scenario.regions
     net = scenario.network
     rand = scenario.randomize
@@ -140,23 +157,23 @@ def sample_world(scenario: Scenario, rng: np.random.Generator) -> World:
     busy = np.array([r.gpu.busy_watts for r in regions])
     idle = np.array([r.gpu.idle_watts for r in regions])
     pue = np.array([r.pue for r in regions])
-    intra_bw, intra_lat = net.intra_bandwidth_gbps, net.intra_latency_s
-    ref_bw, ref_lat = _reference_link(bandwidth, latency, intra_bw, intra_lat)
-    best_bw = max(intra_bw, float(bandwidth.max(initial=0.0)))
-    wan = bandwidth > 0
-    best_lat = min(intra_lat, float(latency[wan].min())) if wan.any() else intra_lat
-
-    components = connected_components(bandwidth)
     schedule = scenario.pipeline_schedule
     jobs = []
-    per_model: dict = {}  # jobs of one model share their sizing, timing and memory fit within a world
+    # Jobs of one model share their sizing, timing and memory fit within a world (and across equal worlds).
+    if profile_cache is None:
+        profile_cache = {}
+    elif len(profile_cache) >= PROFILE_CACHE_SIZE:
+        profile_cache.clear()
+    world_key = (num_gpus.tobytes(), bandwidth.tobytes())
+    links = None  # the reference and best links, read only when a profile is computed
     for job_id, (arrival_s, model, dataset, iterations) in enumerate(_sample_arrivals(scenario, rng)):
-        if model not in per_model:
-            per_model[model] = _model_profile(
-                model, scenario, num_gpus, tflops, memory, busy, idle, pue, ref_bw, ref_lat, best_bw, best_lat,
-                schedule, components,
+        profile = profile_cache.get((model, world_key))
+        if profile is None:
+            links = links or _link_facts(bandwidth, latency, net.intra_bandwidth_gbps, net.intra_latency_s)
+            profile = profile_cache[(model, world_key)] = _model_profile(
+                model, scenario, num_gpus, tflops, memory, busy, idle, pue, *links, schedule
             )
-        jobs.append(_make_job(job_id, arrival_s, model, dataset, iterations, scenario, per_model[model]))
+        jobs.append(_make_job(job_id, arrival_s, model, dataset, iterations, scenario, profile))
     return World(
         scenario=scenario,
         num_gpus=num_gpus,
@@ -188,7 +205,7 @@ class _ModelProfile:
 
 
 def _model_profile(
-    model, scenario, num_gpus, tflops, memory, busy, idle, pue, ref_bw, ref_lat, best_bw, best_lat, schedule, components
+    model, scenario, num_gpus, tflops, memory, busy, idle, pue, ref_bw, ref_lat, best_bw, best_lat, components, schedule
 ) -> _ModelProfile:
     wl = scenario.workload
     b, s, m, g = wl.micro_batch_size, wl.seq_len, wl.num_microbatches, wl.gpus_per_stage
@@ -221,6 +238,8 @@ def _model_profile(
     busy_s = m * (1.0 + pipeline.BACKWARD_TO_FORWARD) * forward
     stage_energy_j = (idle * lb_iter + (busy - idle) * busy_s) * pue * g  # (R,) per stage per iteration
     typical_stage_s = (1.0 + pipeline.BACKWARD_TO_FORWARD) * float(np.median(forward[fits]))
+    for array in (forward, fits):  # shared by every job of the model, and across episodes by the profile cache
+        array.flags.writeable = False
     return _ModelProfile(
         int(k_star), act, forward, fits, isolated, lb_iter, float(stage_energy_j[fits].min()),
         rate_gbps(act, typical_stage_s),

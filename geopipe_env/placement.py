@@ -20,106 +20,149 @@ Two more strategies are not in the default K but serve the paper's ablations (PA
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
 from geopipe_env.generator import Job
-from geopipe_env.physics.energy import HourlyIntegral
 from geopipe_env.physics import pipeline
-from geopipe_env.simulator import ClusterSim, Estimate, Placement
+from geopipe_env.simulator import ClusterSim, Placement
 from geopipe_env.units import GRAMS_PER_KG, WATTS_PER_KW, transfer_time_s
+
+class CandidateInfo(NamedTuple):
+    """What the env knows about one (queue slot, strategy) pair at a decision instant (a named tuple: built
+    tens of times per decision)."""
+
+    placement: Placement
+    iteration_s: float
+    duration_s: float
+    cost_usd: float
+    carbon_kg: float
+    rate_gbps: float
+    demand_gbps: float
+    stalled: bool
+
 
 STRATEGY_NAMES: tuple[str, ...] = ("bace-pipe", "cr-lcf", "cr-ldf", "lcf", "ldf", "fastest", "cheapest", "greenest")
 
 
 class PlacementContext:
-    """Cluster facts shared by every strategy at one decision instant (computed once, read many times)."""
+    """Cluster facts shared by every strategy at one decision instant (computed once, read many times).
+
+    The strategies read Python lists (``price``, ``spare``, ``neighbours``, :meth:`free_list`) rather than numpy
+    scalars: their loops touch a few regions at a time, where list indexing is several times faster.
+    """
+
+    _static: tuple = (None, [], [])  # (world, neighbour lists, latency rows) of the last world seen
 
     def __init__(self, sim: ClusterSim) -> None:
         self.sim = sim
         w = sim.world
         self.price_now = w.price.at(sim.now_s)  # (R,) USD/kWh
-        self.free_gpus = sim.free_gpus
-        self.linked = w.bandwidth_gbps > 0  # (R, R)
         self.spare_gbps = np.maximum(sim.capacity_gbps - sim.link_load_gbps, 0.0)  # (R, R)
-        self._estimates: dict[tuple[int, Placement], Estimate] = {}
-        self._integrals: dict[tuple[int, int, Placement], float] = {}
-        self._free_stages: dict[tuple, np.ndarray] = {}
+        self.price: list[float] = self.price_now.tolist()
+        self.spare: list[list[float]] = self.spare_gbps.tolist()
+        self.free_gpus: list[int] = sim.free_gpus.tolist()
+        if PlacementContext._static[0] is not w:
+            neighbours = [np.flatnonzero(row).tolist() for row in w.bandwidth_gbps > 0]
+            PlacementContext._static = (w, neighbours, w.latency_s.tolist())
+        _, self.neighbours, self.latency = PlacementContext._static  # per-world constants: region links, ascending
+        self._described: dict[tuple, CandidateInfo | None] = {}
+        self._free_lists: dict[tuple, list[int]] = {}
+        self._forward: dict[tuple, list[float]] = {}
         # Named placements depend on a job only through its profile, so jobs of one model share them.
         self.named: dict[tuple[tuple, str], Placement | None] = {}
 
-    def free_stages(self, job: Job) -> np.ndarray:
-        """(R,) how many of this job's stages each region can hold now (0 where memory does not fit); read-only."""
-        free = self._free_stages.get(job.profile_key)
+    def free_list(self, job: Job) -> list[int]:
+        """Per region, how many of this job's stages it can hold now (0 where memory does not fit)."""
+        free = self._free_lists.get(job.profile_key)
         if free is None:
-            free = self._free_stages[job.profile_key] = np.where(job.fits, self.free_gpus // job.gpus_per_stage, 0)
-            free.flags.writeable = False
+            g = job.gpus_per_stage
+            free = [n // g if fits else 0 for n, fits in zip(self.free_gpus, job.fits.tolist())]
+            self._free_lists[job.profile_key] = free
         return free
 
-    def estimate(self, job: Job, placement: Placement) -> Estimate:
-        key = (job.job_id, placement)
-        est = self._estimates.get(key)
-        if est is None:
-            est = self._estimates[key] = self.sim.estimate(job, placement)
-        return est
+    def forward(self, job: Job) -> list[float]:
+        """The job's per-region forward time per micro-batch, as a list."""
+        fwd = self._forward.get(job.profile_key)
+        if fwd is None:
+            fwd = self._forward[job.profile_key] = job.forward_s.tolist()
+        return fwd
 
-    def _over_run(self, series: HourlyIntegral, job: Job, placement: Placement) -> float:
-        """Σ over the placement's regions of power (kW) × ∫series over the estimated run (memoised)."""
-        key = (id(series), job.job_id, placement)
-        value = self._integrals.get(key)
-        if value is None:
-            value = self._integrals[key] = self._integrate_over_run(series, job, placement)
-        return value
+    def describe(self, job: Job, placement: Placement) -> CandidateInfo | None:
+        """Launching ``placement`` now: estimated timing, electricity cost and carbon; None if it would not run.
 
-    def _integrate_over_run(self, series: HourlyIntegral, job: Job, placement: Placement) -> float:
-        est = self.estimate(job, placement)
-        if not np.isfinite(est.duration_s):
-            return float("inf")
-        now = self.sim.now_s
-        kw = tuple(float(est.power_w[r]) / WATTS_PER_KW for r in placement.regions)
-        return series.weighted_integral(placement.regions, kw, now, now + est.duration_s)
+        Cost and carbon are power × ∫price (∫carbon intensity) over the estimated run, per region. Jobs with the
+        same profile and iteration count share the result (memoised).
+        """
+        key = (job.profile_key, job.iterations, placement)
+        if key in self._described:
+            return self._described[key]
+        est = self.sim.estimate(job, placement)
+        info = None
+        if math.isfinite(est.duration_s):
+            w, now = self.sim.world, self.sim.now_s
+            kw = tuple(float(est.power_w[r]) / WATTS_PER_KW for r in placement.regions)
+            end = now + est.duration_s
+            info = CandidateInfo(
+                placement, est.iteration_s, est.duration_s, w.price.weighted_integral(placement.regions, kw, now, end),
+                w.carbon.weighted_integral(placement.regions, kw, now, end) / GRAMS_PER_KG, est.rate_gbps,
+                est.demand_gbps, est.stalled,
+            )
+        self._described[key] = info
+        return info
 
-    def cost_usd(self, job: Job, placement: Placement) -> float:
-        """Estimated electricity cost: power × ∫price over the estimated run, per region."""
-        return self._over_run(self.sim.world.price, job, placement)
 
-    def carbon_kg(self, job: Job, placement: Placement) -> float:
-        """Estimated carbon: power × ∫carbon intensity over the estimated run, per region."""
-        return self._over_run(self.sim.world.carbon, job, placement) / GRAMS_PER_KG
+_PLACEMENTS: dict[tuple[tuple[int, ...], tuple[int, ...]], Placement] = {}
+PLACEMENT_INTERN_SIZE = 65_536  # interned placements kept; the table is emptied when full
 
 
-def _fill_in_order(order: Sequence[int], free: np.ndarray, needed: int) -> Placement | None:
+def _placement(regions: tuple[int, ...], stages: tuple[int, ...]) -> Placement:
+    """The :class:`Placement` of ``regions`` and ``stages``, interned: the strategies rebuild the same few
+    placements at every decision, and a lookup costs a tenth of building one."""
+    key = (regions, stages)
+    placement = _PLACEMENTS.get(key)
+    if placement is None:
+        if len(_PLACEMENTS) >= PLACEMENT_INTERN_SIZE:
+            _PLACEMENTS.clear()
+        placement = _PLACEMENTS[key] = Placement(regions, stages)
+    return placement
+
+
+def _fill_in_order(order: Sequence[int], free: list[int], needed: int) -> Placement | None:
     """Take stages from regions in ``order`` (the pipeline path) until ``needed`` are placed."""
-    regions, stages = [], []
+    regions, stages, placed = [], [], 0
     for r in order:
-        take = int(min(free[r], needed - sum(stages)))
+        take = min(free[r], needed - placed)
         if take > 0:
-            regions.append(int(r))
+            regions.append(r)
             stages.append(take)
-        if sum(stages) == needed:
-            return Placement(tuple(regions), tuple(stages))
+            placed += take
+        if placed == needed:
+            return _placement(tuple(regions), tuple(stages))
     return None
 
 
 def single_region(ctx: PlacementContext, job: Job, key: Callable[[int], float]) -> Placement | None:
-    """The whole job in the region that minimises ``key`` among those that can hold it now."""
-    free = ctx.free_stages(job)
-    fitting = np.flatnonzero(free >= job.num_stages)
-    if fitting.size == 0:
+    """The whole job in the region that minimises ``key`` (lowest index on ties) among those that hold it now."""
+    free = ctx.free_list(job)
+    fitting = [r for r, n in enumerate(free) if n >= job.num_stages]
+    if not fitting:
         return None
-    best = min(fitting, key=lambda r: (key(int(r)), int(r)))
-    return Placement((int(best),), (job.num_stages,))
+    return _placement((min(fitting, key=lambda r: (key(r), r)),), (job.num_stages,))
 
 
 def lcf(ctx: PlacementContext, job: Job) -> Placement | None:
     """LCF: the cheapest region (price now) that holds the whole job."""
-    return single_region(ctx, job, lambda r: ctx.price_now[r])
+    return single_region(ctx, job, ctx.price.__getitem__)
 
 
 def ldf(ctx: PlacementContext, job: Job) -> Placement | None:
     """LDF: the region with the most free GPUs, if it holds the whole job."""
-    return single_region(ctx, job, lambda r: -ctx.free_gpus[r])
+    free_gpus = ctx.free_gpus
+    return single_region(ctx, job, lambda r: -free_gpus[r])
 
 
 def _grow_path(
@@ -135,16 +178,16 @@ def _grow_path(
     Each step adds the linked, unused region with free stages that maximises ``score(end, new)`` and passes
     ``admissible(end, new)``; ``end`` is the path's tail, or either end if ``both_ends``.
     """
-    free = ctx.free_stages(job)
+    free = ctx.free_list(job)
+    neighbours = ctx.neighbours
     path = [start]
-    held = int(free[start])
+    held = free[start]
     while held < job.num_stages:
         best, best_score, at_head = None, -np.inf, False
         ends = [(path[-1], False), (path[0], True)] if both_ends and len(path) > 1 else [(path[-1], False)]
         for end, head in ends:
-            for new in np.flatnonzero(ctx.linked[end] & (free > 0)):
-                new = int(new)
-                if new in path or (admissible is not None and not admissible(end, new)):
+            for new in neighbours[end]:
+                if free[new] <= 0 or new in path or (admissible is not None and not admissible(end, new)):
                     continue
                 s = score(end, new)
                 if s > best_score:
@@ -155,58 +198,66 @@ def _grow_path(
             path.insert(0, best)
         else:
             path.append(best)
-        held += int(free[best])
+        held += free[best]
     return path
+
+
+def _by_price(ctx: PlacementContext, regions: list[int]) -> list[int]:
+    """``regions`` in ascending price now, the lower index first on ties."""
+    price = ctx.price
+    return sorted(regions, key=lambda r: (price[r], r))
 
 
 def cr_lcf(ctx: PlacementContext, job: Job) -> Placement | None:
     """CR-LCF: start at the cheapest region and append the cheapest linked region; fill in that order."""
-    free = ctx.free_stages(job)
-    starts = np.flatnonzero(free > 0)
-    if starts.size == 0:
+    free = ctx.free_list(job)
+    starts = [r for r, n in enumerate(free) if n > 0]
+    if not starts:
         return None
-    start = int(min(starts, key=lambda r: (ctx.price_now[r], r)))
-    path = _grow_path(ctx, job, start, lambda end, new: -ctx.price_now[new])
+    price = ctx.price
+    path = _grow_path(ctx, job, _by_price(ctx, starts)[0], lambda end, new: -price[new])
     return None if path is None else _fill_in_order(path, free, job.num_stages)
 
 
 def cr_ldf(ctx: PlacementContext, job: Job) -> Placement | None:
     """CR-LDF: start at the region with most free GPUs; append by free GPUs and spare bandwidth; fill in order."""
-    free = ctx.free_stages(job)
-    starts = np.flatnonzero(free > 0)
-    if starts.size == 0:
+    free = ctx.free_list(job)
+    starts = [r for r, n in enumerate(free) if n > 0]
+    if not starts:
         return None
-    start = int(max(starts, key=lambda r: (free[r], -r)))
-    max_free = max(float(free.max()), 1.0)
+    start = max(starts, key=lambda r: (free[r], -r))
+    max_free = max(float(max(free)), 1.0)
     max_bw = max(float(ctx.spare_gbps.max()), 1e-9)
-    path = _grow_path(ctx, job, start, lambda end, new: free[new] / max_free + ctx.spare_gbps[end, new] / max_bw)
+    spare = ctx.spare
+    path = _grow_path(ctx, job, start, lambda end, new: free[new] / max_free + spare[end][new] / max_bw)
     return None if path is None else _fill_in_order(path, free, job.num_stages)
 
 
 def comm_fits_compute(ctx: PlacementContext, job: Job, a: int, b: int) -> bool:
     """BACE-Pipe's admission rule for a boundary a→b: ``A·8/B_avail + latency <= t_stage`` (no stall)."""
-    spare = min(ctx.spare_gbps[a, b], ctx.spare_gbps[b, a])
+    spare = min(ctx.spare[a][b], ctx.spare[b][a])
     if spare <= 0.0:
         return False
-    comm_s = transfer_time_s(job.activation_bytes, spare) + ctx.sim.world.latency_s[a, b]
-    stage_s = (1.0 + pipeline.BACKWARD_TO_FORWARD) * min(job.forward_s[a], job.forward_s[b])
+    comm_s = transfer_time_s(job.activation_bytes, spare) + ctx.latency[a][b]
+    forward = ctx.forward(job)
+    stage_s = (1.0 + pipeline.BACKWARD_TO_FORWARD) * min(forward[a], forward[b])
     return comm_s <= stage_s
 
 
 def cost_min_allocate(ctx: PlacementContext, job: Job, path: Sequence[int]) -> Placement | None:
     """BACE-Pipe's Cost-Min allocator: one stage per path region, the rest in ascending price, path order kept."""
-    free = ctx.free_stages(job)
+    free = ctx.free_list(job)
     if len(path) > job.num_stages or any(free[r] < 1 for r in path):
         return None
     stages = {r: 1 for r in path}
     left = job.num_stages - len(path)
-    for r in sorted(path, key=lambda r: (ctx.price_now[r], r)):
-        take = int(min(free[r] - 1, left))
+    for r in _by_price(ctx, path):
+        take = min(free[r] - 1, left)
         stages[r] += take
         left -= take
     if left > 0:
         return None
-    return Placement(tuple(int(r) for r in path), tuple(stages[r] for r in path))
+    return _placement(tuple(path), tuple(stages[r] for r in path))
 
 
 def bace_pathfinder(
@@ -220,11 +271,12 @@ def bace_pathfinder(
     With ``check_bandwidth`` a region joins only if its boundary passes :func:`comm_fits_compute`; ``score``
     replaces the spare-bandwidth preference (the no-pathfinder ablation grows by price instead).
     """
-    free = ctx.free_stages(job)
+    free = ctx.free_list(job)
     admissible = (lambda a, b: comm_fits_compute(ctx, job, a, b)) if check_bandwidth else None
-    grow_score = score or (lambda end, new: ctx.spare_gbps[end, new])
-    for start in sorted(np.flatnonzero(free > 0), key=lambda r: (ctx.price_now[r], r)):
-        path = _grow_path(ctx, job, int(start), grow_score, admissible=admissible, both_ends=True)
+    spare = ctx.spare
+    grow_score = score or (lambda end, new: spare[end][new])
+    for start in _by_price(ctx, [r for r, n in enumerate(free) if n > 0]):
+        path = _grow_path(ctx, job, start, grow_score, admissible=admissible, both_ends=True)
         if path is not None:
             return path
     return None
@@ -238,31 +290,25 @@ def bace_pipe(ctx: PlacementContext, job: Job) -> Placement | None:
 
 def bace_pipe_no_pathfinder(ctx: PlacementContext, job: Job) -> Placement | None:
     """Ablation: Cost-Min allocation on the cost-first (ascending price) path, with no bandwidth admission."""
-    path = bace_pathfinder(ctx, job, check_bandwidth=False, score=lambda end, new: -ctx.price_now[new])
+    price = ctx.price
+    path = bace_pathfinder(ctx, job, check_bandwidth=False, score=lambda end, new: -price[new])
     return None if path is None else cost_min_allocate(ctx, job, path)
 
 
 def bace_pipe_no_costmin(ctx: PlacementContext, job: Job) -> Placement | None:
     """Ablation: the bandwidth-aware pathfinder's path, filled greedily in path order instead of by price."""
     path = bace_pathfinder(ctx, job)
-    return None if path is None else _fill_in_order(path, ctx.free_stages(job), job.num_stages)
+    return None if path is None else _fill_in_order(path, ctx.free_list(job), job.num_stages)
 
 
 def _pool(ctx: PlacementContext, job: Job, named: Sequence[Placement | None]) -> list[Placement]:
     """The named strategies' placements plus every single region that holds the job, without repeats."""
-    free = ctx.free_stages(job)
-    singles = [Placement((int(r),), (job.num_stages,)) for r in np.flatnonzero(free >= job.num_stages)]
+    singles = [_placement((r,), (job.num_stages,)) for r, n in enumerate(ctx.free_list(job)) if n >= job.num_stages]
     seen: dict[Placement, None] = {}
     for p in list(named) + singles:
         if p is not None:
             seen.setdefault(p, None)
     return list(seen)
-
-
-def _best(pool: list[Placement], key: Callable[[Placement], float]) -> Placement | None:
-    scored = [(key(p), i, p) for i, p in enumerate(pool)]
-    scored = [s for s in scored if np.isfinite(s[0])]
-    return min(scored)[2] if scored else None
 
 
 BASE_STRATEGIES: dict[str, Callable[[PlacementContext, Job], Placement | None]] = {
@@ -275,32 +321,44 @@ BASE_STRATEGIES: dict[str, Callable[[PlacementContext, Job], Placement | None]] 
     "bace-pipe-no-costmin": bace_pipe_no_costmin,
 }
 POOLED_FROM = ("bace-pipe", "cr-lcf", "cr-ldf", "lcf", "ldf")  # what fastest / cheapest / greenest choose among
-SELECTORS = ("fastest", "cheapest", "greenest")
-ALL_STRATEGIES: tuple[str, ...] = tuple(BASE_STRATEGIES) + SELECTORS
+# What each selector minimises (the lowest pool position wins ties).
+SELECTORS: dict[str, Callable[[CandidateInfo], float]] = {
+    "fastest": lambda c: c.duration_s,
+    "cheapest": lambda c: c.cost_usd,
+    "greenest": lambda c: c.carbon_kg,
+}
+ALL_STRATEGIES: tuple[str, ...] = tuple(BASE_STRATEGIES) + tuple(SELECTORS)
 
 
-def candidates(ctx: PlacementContext, job: Job, strategies: Sequence[str] = STRATEGY_NAMES) -> list[Placement | None]:
-    """The candidate placement of ``job`` under each of ``strategies``, in order."""
+def candidate_row(ctx: PlacementContext, job: Job, strategies: Sequence[str] = STRATEGY_NAMES) -> list[CandidateInfo | None]:
+    """The candidate of ``job`` under each of ``strategies``, described; None where a strategy finds nothing
+    feasible now (no placement, or one that would get no bandwidth)."""
+
     def named(name: str) -> Placement | None:
         key = (job.profile_key, name)
         if key not in ctx.named:
             ctx.named[key] = BASE_STRATEGIES[name](ctx, job)
         return ctx.named[key]
 
-    pool: list[Placement] | None = None
-    out: list[Placement | None] = []
+    def describe(placement: Placement | None) -> CandidateInfo | None:
+        return None if placement is None else ctx.describe(job, placement)
+
+    pool: list[CandidateInfo] | None = None
+    out: list[CandidateInfo | None] = []
     for name in strategies:
         if name in BASE_STRATEGIES:
-            out.append(named(name))
+            out.append(describe(named(name)))
             continue
         if pool is None:
-            pool = _pool(ctx, job, [named(n) for n in POOLED_FROM])
-        if name == "fastest":
-            out.append(_best(pool, lambda p: ctx.estimate(job, p).duration_s))
-        elif name == "cheapest":
-            out.append(_best(pool, lambda p: ctx.cost_usd(job, p)))
-        else:
-            out.append(_best(pool, lambda p: ctx.carbon_kg(job, p)))
+            described = (describe(p) for p in _pool(ctx, job, [named(n) for n in POOLED_FROM]))
+            pool = [c for c in described if c is not None]
+        key = SELECTORS[name]
+        scored = [(key(c), i) for i, c in enumerate(pool)]
+        scored = [s for s in scored if math.isfinite(s[0])]
+        out.append(pool[min(scored)[1]] if scored else None)
     return out
 
 
+def candidates(ctx: PlacementContext, job: Job, strategies: Sequence[str] = STRATEGY_NAMES) -> list[Placement | None]:
+    """The candidate placement of ``job`` under each of ``strategies``, in order (None where infeasible)."""
+    return [None if c is None else c.placement for c in candidate_row(ctx, job, strategies)]

@@ -8,6 +8,8 @@ actions or observations: the env (layer 6) asks it to ``launch`` or to ``advance
 
 from __future__ import annotations
 
+import functools
+import itertools
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -36,10 +38,18 @@ class Placement:
     regions: tuple[int, ...]
     stages: tuple[int, ...]
     links: tuple[tuple[int, int], ...] = field(init=False, repr=False, compare=False)
+    # Placements key the simulator's and the candidate table's caches, so the hash is computed once.
+    _hash: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        pairs = zip(self.regions[:-1], self.regions[1:])
-        object.__setattr__(self, "links", tuple(link for a, b in pairs for link in ((a, b), (b, a))))
+        links: list[tuple[int, int]] = []
+        for a, b in zip(self.regions, self.regions[1:]):
+            links += ((a, b), (b, a))
+        object.__setattr__(self, "links", tuple(links))
+        object.__setattr__(self, "_hash", hash((self.regions, self.stages)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     @property
     def num_wan_hops(self) -> int:
@@ -56,13 +66,101 @@ class InfeasiblePlacement(ValueError):
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Layout:
-    """A placement's per-stage and per-boundary times at the current line rates, and its no-stall demand."""
+    """A placement's per-stage and per-boundary times at the current line rates, its no-stall demand, and its
+    iteration time and power as functions of the allocated rate."""
 
     forward_s: np.ndarray  # (S,)
     hop_transfer_s: np.ndarray  # (S−1,)
     hop_latency_s: np.ndarray  # (S−1,)
     wan_hop_index: np.ndarray  # positions of the WAN hops among the S−1 boundaries
     demand_gbps: float
+    timing: PlacementTiming
+    wan_link_index: tuple[int, ...]  # the placement's directed WAN links as flat indices into (R, R)
+
+
+@functools.lru_cache(maxsize=4096)
+def _iteration_time_s(inputs: tuple[bytes, bytes, bytes, bytes, int, str, bool], min_cadence: float) -> float:
+    """Iteration time of a pipeline given by value: the bytes of its per-stage forward times, per-hop transfer
+    times and latencies and WAN hop positions, its micro-batch count, schedule, whether to simulate the schedule
+    table exactly, and the cadence floor its allocated rate imposes on the WAN hops.
+
+    Pure in its arguments, so the cache (shared by every episode and env of this process: worlds of one scenario
+    repeat their regions and links, so placements recur from episode to episode) changes no result.
+    """
+    forward_b, transfer_b, latency_b, wan_b, m, schedule_name, exact = inputs
+    forward, transfer, latency = np.frombuffer(forward_b), np.frombuffer(transfer_b), np.frombuffer(latency_b)
+    backward = pipeline.BACKWARD_TO_FORWARD * forward
+    if not exact:
+        return pipeline.IterationModel(forward, backward, transfer, latency, m, schedule_name).total_s(min_cadence)
+    # The schedule table with each WAN hop's messages serialised at the job's allocated rate.
+    transfer = transfer.copy()
+    if min_cadence > 0.0:
+        wan = np.frombuffer(wan_b, dtype=np.intp)
+        transfer[wan] = np.maximum(transfer[wan], min_cadence)
+    return schedule.simulate_schedule(forward, backward, transfer, latency, m, schedule_name).total_s
+
+
+class PlacementTiming:
+    """Iteration time and facility power per region of one job profile on one placement at the current line
+    rates, as functions of the per-hop rate the job is allocated (memoised per rate, and across episodes by
+    the model's inputs).
+
+    A placement is nearly always timed at a single rate (its no-stall demand, or the spare bandwidth when it is
+    estimated), so no :class:`pipeline.IterationModel` is kept between rates: it would cost memory for nothing.
+    """
+
+    __slots__ = ("_inputs", "_activation_bytes", "_has_wan", "_num_regions", "_power_terms", "_by_rate")
+
+    def __init__(
+        self,
+        world: World,
+        job: Job,
+        placement: Placement,
+        forward: np.ndarray,
+        transfer: np.ndarray,
+        latency: np.ndarray,
+        wan_pos: np.ndarray,
+        exact: bool,
+    ) -> None:
+        m, schedule_name = job.num_microbatches, world.scenario.pipeline_schedule
+        arrays = [np.asarray(a, dtype=float) for a in (forward, transfer, latency)]
+        arrays.append(np.asarray(wan_pos, dtype=np.intp))
+        self._inputs = (*(array.tobytes() for array in arrays), m, schedule_name, exact)  # see _iteration_time_s
+        self._activation_bytes = job.activation_bytes
+        self._has_wan = bool(placement.num_wan_hops)
+        self._num_regions = world.num_regions
+        # Per region: (region, GPUs, busy GPU·s per iteration of one GPU, idle W, busy W, PUE), as Python floats.
+        busy_per_forward = m * (1.0 + pipeline.BACKWARD_TO_FORWARD)
+        g = job.gpus_per_stage
+        self._power_terms = tuple(
+            (
+                r,
+                n * g,
+                float(busy_per_forward * job.forward_s[r]),
+                float(world.idle_watts[r]),
+                float(world.busy_watts[r]),
+                float(world.pue[r]),
+            )
+            for r, n in zip(placement.regions, placement.stages)
+        )
+        self._by_rate: dict[float, tuple[float, np.ndarray]] = {}
+
+    def at(self, rate_gbps: float) -> tuple[float, np.ndarray]:
+        """``(iteration_s, power_w (R,))`` when each WAN hop gets ``rate_gbps`` (read-only; shared by callers)."""
+        cached = self._by_rate.get(rate_gbps)
+        if cached is None:
+            min_cadence = 0.0
+            if self._has_wan and rate_gbps > 0.0:
+                min_cadence = transfer_time_s(self._activation_bytes, rate_gbps)
+            t_iter = _iteration_time_s(self._inputs, min_cadence)
+            cached = self._by_rate[rate_gbps] = (t_iter, self._power_w(t_iter))
+        return cached
+
+    def _power_w(self, t_iter: float) -> np.ndarray:
+        power = np.zeros(self._num_regions)
+        for r, gpus, busy_s, idle_w, busy_w, pue in self._power_terms:
+            power[r] = gpu_power_w(gpus, idle_w, busy_w, busy_s / t_iter, pue)
+        return power
 
 
 @dataclass(slots=True)
@@ -80,6 +178,7 @@ class RunningJob:
     version: int = 0
     power_w: np.ndarray | None = None  # (R,)
     wan_bytes_per_s: float = 0.0
+    capacity_version: int = -1  # of the line rates ``layout`` and the timing above were computed at
 
     @property
     def demand_gbps(self) -> float:
@@ -136,12 +235,13 @@ class ClusterSim:
             self._events.push(SECONDS_PER_HOUR, Event(EventKind.HOUR_TICK))
         self.capacity_gbps = self._capacity_at(0.0)
         self._capacity_version = 0  # bumps when background traffic changes capacities
-        # (job profile, placement, rate, capacity version) → (iteration_s, power_w): timing is pure in these,
-        # and every job of one model in a world shares its profile.
-        self._timing_cache: dict[tuple, tuple[float, np.ndarray]] = {}
-        # (job profile, placement, capacity version) → stage arrays and demand (read-only; never mutated).
+        # (job profile, placement, capacity version) → stage arrays, demand and timing (read-only): timing is
+        # pure in these and the rate, and every job of one model in a world shares its profile.
         self._layout_cache: dict[tuple, Layout] = {}
         self._idle_power_w = world.idle_watts * world.pue  # per unallocated GPU, billed if the scenario says so
+        self._allocated_gpus = 0  # Σ (num_gpus − free_gpus)
+        self._has_carbon = bool(world.carbon.values.any())
+        self._cumulative: tuple[float, np.ndarray | None, np.ndarray | None] = (float("nan"), None, None)
 
     # ------------------------------------------------------------------ time
     def _capacity_at(self, t_s: float) -> np.ndarray:
@@ -167,20 +267,36 @@ class ClusterSim:
         if dt <= 0.0:
             return
         w = self.world
+        wan_bytes = self.wan_bytes
         for rj in self.running.values():
             rj.remaining_iters -= dt / rj.iteration_s
-            self.wan_bytes += rj.wan_bytes_per_s * dt
+            wan_bytes += rj.wan_bytes_per_s * dt
+        self.wan_bytes = wan_bytes
         power = self.region_power_w
         if w.scenario.bill_idle_capacity:
             power = power + self.free_gpus * self._idle_power_w
         kw = power / WATTS_PER_KW
         self.energy_kwh += energy_kwh(float(power.sum()), dt)
-        self.cost_usd += float(kw @ w.price.integral(self.now_s, t_s))
-        self.carbon_kg += float(kw @ w.carbon.integral(self.now_s, t_s)) / GRAMS_PER_KG
-        allocated = w.num_gpus - self.free_gpus
-        self.gpu_seconds += float(allocated.sum()) * dt
+        # ∫price and ∫carbon over [now, t] as differences of running integrals, as HourlyIntegral.integral does.
+        price_then, carbon_then = self._cumulative_at(self.now_s)
+        price_now, carbon_now = self._cumulative_at(t_s)
+        self.cost_usd += float(kw @ (price_now - price_then))
+        if carbon_now is not None:  # else the carbon series is all zero and so is its integral
+            self.carbon_kg += float(kw @ (carbon_now - carbon_then)) / GRAMS_PER_KG
+        self.gpu_seconds += float(self._allocated_gpus) * dt
         self.job_seconds += (len(self.waiting) + len(self.running)) * dt
         self.now_s = t_s
+
+    def _cumulative_at(self, t_s: float) -> tuple[np.ndarray, np.ndarray | None]:
+        """(R,) ∫price and ∫carbon intensity from 0 to ``t_s`` (carbon None when its series is all zero).
+
+        Memoises the last time asked: each advance starts where the previous one ended.
+        """
+        if t_s != self._cumulative[0]:
+            w = self.world
+            carbon = w.carbon.cumulative(t_s) if self._has_carbon else None
+            self._cumulative = (t_s, w.price.cumulative(t_s), carbon)
+        return self._cumulative[1], self._cumulative[2]
 
     def step_event(self) -> bool:
         """Advance to the next event and process every event at that instant. False if none is left."""
@@ -220,6 +336,7 @@ class ClusterSim:
         jid = rj.job.job_id
         del self.running[jid]
         self.free_gpus += rj.gpus
+        self._allocated_gpus -= int(rj.gpus.sum())
         self.status[jid] = JobStatus.DONE
         self.finish_s[jid] = self.now_s
         self.gpu_timeline.append((self.now_s, self.world.num_gpus - self.free_gpus))
@@ -233,60 +350,29 @@ class ClusterSim:
             forward, transfer, latency, wan_pos = self._stage_arrays(job, placement)
             for array in (forward, transfer, latency, wan_pos):
                 array.flags.writeable = False
-            cached = self._layout_cache[key] = Layout(forward, transfer, latency, wan_pos, self.demand_gbps(job, forward))
+            timing = PlacementTiming(self.world, job, placement, forward, transfer, latency, wan_pos, self.exact_timing)
+            num_regions = self.world.num_regions
+            links = tuple(int(a) * num_regions + int(b) for a, b in placement.links)
+            cached = self._layout_cache[key] = Layout(
+                forward, transfer, latency, wan_pos, self.demand_gbps(job, forward), timing, links
+            )
         return cached
 
     def _stage_arrays(self, job: Job, placement: Placement) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Per-stage forward times and per-boundary transfer/latency at line rate, plus WAN hop positions."""
-        regions = np.asarray(placement.regions)
-        stages = np.asarray(placement.stages)
-        forward = np.repeat(job.forward_s[regions], stages)
-        n_hops = forward.shape[0] - 1
         net = self.world.scenario.network
-        transfer = np.full(n_hops, transfer_time_s(job.activation_bytes, net.intra_bandwidth_gbps))
-        latency = np.full(n_hops, net.intra_latency_s)
-        wan_pos = np.cumsum(stages)[:-1] - 1
-        for k, (a, b) in enumerate(zip(placement.regions[:-1], placement.regions[1:])):
-            transfer[wan_pos[k]] = transfer_time_s(job.activation_bytes, self.capacity_gbps[a, b])
-            latency[wan_pos[k]] = self.world.latency_s[a, b]
-        return forward, transfer, latency, wan_pos
-
-    def _timing(
-        self, job: Job, placement: Placement, forward: np.ndarray, transfer: np.ndarray, latency: np.ndarray, rate_gbps: float
-    ) -> tuple[float, np.ndarray]:
-        """Iteration time at a given per-hop rate, and the resulting facility power per region (memoised)."""
-        key = (job.profile_key, placement, rate_gbps, self._capacity_version)
-        cached = self._timing_cache.get(key)
-        if cached is None:
-            cached = self._timing_cache[key] = self._compute_timing(job, placement, forward, transfer, latency, rate_gbps)
-        return cached
-
-    def _compute_timing(
-        self, job: Job, placement: Placement, forward: np.ndarray, transfer: np.ndarray, latency: np.ndarray, rate_gbps: float
-    ) -> tuple[float, np.ndarray]:
-        backward = pipeline.BACKWARD_TO_FORWARD * forward
-        min_cadence = 0.0
-        if placement.num_wan_hops and rate_gbps > 0.0:
-            min_cadence = transfer_time_s(job.activation_bytes, rate_gbps)
-        schedule_name = self.world.scenario.pipeline_schedule
-        if self.exact_timing:
-            # The schedule table with each WAN hop's messages serialised at the job's allocated rate.
-            transfer = transfer.copy()
-            if min_cadence > 0.0:
-                wan = np.cumsum(placement.stages)[:-1] - 1
-                transfer[wan] = np.maximum(transfer[wan], min_cadence)
-            t_iter = schedule.simulate_schedule(forward, backward, transfer, latency, job.num_microbatches, schedule_name).total_s
-        else:
-            t_iter = pipeline.iteration_time(
-                forward, backward, transfer, latency, job.num_microbatches, schedule_name, min_cadence
-            ).total_s
-        w = self.world
-        power = np.zeros(w.num_regions)
-        g = job.gpus_per_stage
+        forward: list[float] = []
         for r, n in zip(placement.regions, placement.stages):
-            busy = job.num_microbatches * (1.0 + pipeline.BACKWARD_TO_FORWARD) * job.forward_s[r] / t_iter
-            power[r] = gpu_power_w(n * g, w.idle_watts[r], w.busy_watts[r], busy, w.pue[r])
-        return t_iter, power
+            forward += [float(job.forward_s[r])] * n
+        n_hops = len(forward) - 1
+        transfer = [transfer_time_s(job.activation_bytes, net.intra_bandwidth_gbps)] * n_hops
+        latency = [float(net.intra_latency_s)] * n_hops
+        wan_pos = list(itertools.accumulate(placement.stages[:-1], initial=-1))[1:]  # last stage of each region
+        for pos, a, b in zip(wan_pos, placement.regions, placement.regions[1:]):
+            transfer[pos] = transfer_time_s(job.activation_bytes, float(self.capacity_gbps[a, b]))
+            latency[pos] = float(self.world.latency_s[a, b])
+        arrays = (np.array(forward), np.array(transfer, dtype=float), np.array(latency, dtype=float))
+        return (*arrays, np.array(wan_pos, dtype=np.intp))
 
     def demand_gbps(self, job: Job, forward: np.ndarray) -> float:
         """Rate per WAN hop below which communication stalls this pipeline."""
@@ -324,7 +410,7 @@ class ClusterSim:
             rate = min(demand, spare)
         if rate <= 0.0:
             return Estimate(float("inf"), float("inf"), 0.0, demand, True, np.zeros(self.world.num_regions))
-        t_iter, power = self._timing(job, placement, lay.forward_s, lay.hop_transfer_s, lay.hop_latency_s, rate)
+        t_iter, power = lay.timing.at(rate)
         return Estimate(t_iter, t_iter * job.iterations, rate, demand, is_stalled(rate, demand), power)
 
     # ------------------------------------------------------------------ actions
@@ -341,6 +427,7 @@ class ClusterSim:
             job=job, placement=placement, gpus=gpus, layout=self.layout(job, placement), remaining_iters=float(job.iterations)
         )
         self.free_gpus -= gpus
+        self._allocated_gpus += int(gpus.sum())
         self.waiting.remove(job_id)
         self.status[job_id] = JobStatus.RUNNING
         self.start_s[job_id] = self.now_s
@@ -352,37 +439,46 @@ class ClusterSim:
     def _recompute_rates(self) -> None:
         """Max-min fair rates for all running jobs on all directed links, then timing, power and completions."""
         jobs = list(self.running.values())
-        links: dict[tuple[int, int], int] = {}
-        for rj in jobs:
-            for link in rj.placement.wan_links():
-                links.setdefault(link, len(links))
-        self.link_load_gbps = np.zeros_like(self.link_load_gbps)
-        if links:
+        demand = np.array([rj.demand_gbps for rj in jobs])
+        num_regions = self.world.num_regions
+        link_load = np.zeros(num_regions * num_regions)
+        # usage[j, l]: whether job j sends on link l, over the directed links in use (flat indices into (R, R)).
+        column: dict[int, int] = {}
+        rows: list[int] = []
+        columns: list[int] = []
+        for j, rj in enumerate(jobs):
+            for link in rj.layout.wan_link_index:
+                rows.append(j)
+                columns.append(column.setdefault(link, len(column)))
+        if column:
+            links = list(column)
             usage = np.zeros((len(jobs), len(links)))
-            for j, rj in enumerate(jobs):
-                for link in rj.placement.wan_links():
-                    usage[j, links[link]] += 1.0
-            cap = np.array([self.capacity_gbps[a, b] for a, b in links])
-            rates = max_min_fair(np.array([rj.demand_gbps for rj in jobs]), usage, cap)
-            load = usage.T @ rates
-            for (a, b), idx in links.items():
-                self.link_load_gbps[a, b] = load[idx]
+            usage[rows, columns] = 1.0
+            rates = max_min_fair(demand, usage, self.capacity_gbps.ravel()[links])
+            link_load[links] = usage.T @ rates
         else:
-            rates = np.array([rj.demand_gbps for rj in jobs])
-        self.region_power_w = np.zeros(self.world.num_regions)
-        for rj, rate in zip(jobs, rates):
-            job = rj.job
-            rj.layout = lay = self.layout(job, rj.placement)  # line rates may have changed
-            t_iter, power = self._timing(job, rj.placement, lay.forward_s, lay.hop_transfer_s, lay.hop_latency_s, float(rate))
-            rj.rate_gbps = float(rate)
-            rj.stalled = bool(rj.placement.num_wan_hops) and is_stalled(float(rate), rj.demand_gbps)
-            self.ever_stalled[job.job_id] |= rj.stalled
-            rj.power_w = power
-            self.region_power_w += power
-            per_iter_bytes = 2.0 * job.num_microbatches * job.activation_bytes * rj.placement.num_wan_hops
-            rj.wan_bytes_per_s = per_iter_bytes / t_iter
-            if t_iter != rj.iteration_s:
-                rj.iteration_s = t_iter
-                rj.version += 1
-                finish = self.now_s + max(rj.remaining_iters, 0.0) * t_iter
-                self._events.push(finish, Event(EventKind.COMPLETION, job.job_id, rj.version))
+            rates = demand
+        self.link_load_gbps = link_load.reshape(num_regions, num_regions)
+        self.region_power_w = np.zeros(num_regions)
+        for rj, rate in zip(jobs, rates.tolist()):
+            if rate != rj.rate_gbps or rj.capacity_version != self._capacity_version:
+                self._retime(rj, rate)
+            self.region_power_w += rj.power_w
+
+    def _retime(self, rj: RunningJob, rate_gbps: float) -> None:
+        """Give a running job a new rate (or new line rates): timing, power, and a new completion if it moved."""
+        job = rj.job
+        rj.layout = lay = self.layout(job, rj.placement)
+        rj.capacity_version = self._capacity_version
+        t_iter, power = lay.timing.at(rate_gbps)
+        rj.rate_gbps = rate_gbps
+        rj.stalled = bool(rj.placement.num_wan_hops) and is_stalled(rate_gbps, rj.demand_gbps)
+        self.ever_stalled[job.job_id] |= rj.stalled
+        rj.power_w = power
+        per_iter_bytes = 2.0 * job.num_microbatches * job.activation_bytes * rj.placement.num_wan_hops
+        rj.wan_bytes_per_s = per_iter_bytes / t_iter
+        if t_iter != rj.iteration_s:
+            rj.iteration_s = t_iter
+            rj.version += 1
+            finish = self.now_s + max(rj.remaining_iters, 0.0) * t_iter
+            self._events.push(finish, Event(EventKind.COMPLETION, job.job_id, rj.version))

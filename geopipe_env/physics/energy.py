@@ -29,12 +29,14 @@ class HourlyIntegral:
     hour hold the last value.
     """
 
-    __slots__ = ("values", "_prefix_h")
+    __slots__ = ("values", "_prefix_h", "_columns")
 
     def __init__(self, values: np.ndarray) -> None:
         self.values = np.atleast_2d(np.asarray(values, dtype=float))  # (num_series, num_hours)
         zeros = np.zeros((self.values.shape[0], 1))
         self._prefix_h = np.concatenate((zeros, np.cumsum(self.values, axis=1)), axis=1)  # value·hours up to h
+        # hour → (prefix, value) of every series as Python floats, for the scalar code (filled on demand).
+        self._columns: dict[int, tuple[list[float], list[float]]] = {}
 
     @property
     def num_hours(self) -> int:
@@ -57,15 +59,24 @@ class HourlyIntegral:
         The same quantity as ``weights @ integral(t0, t1)[rows]``, without building (num_series,) arrays: a
         placement touches only a few regions, and this sits on the env's candidate hot path.
         """
-        last = self.num_hours - 1
+        last = self.values.shape[1] - 1
         t0_h, t1_h = max(t0_s, 0.0) / SECONDS_PER_HOUR, max(t1_s, 0.0) / SECONDS_PER_HOUR
         h0, h1 = min(int(t0_h), last), min(int(t1_h), last)
+        (prefix0, values0), (prefix1, values1) = self._column(h0), self._column(h1)
+        into0, into1 = t0_h - h0, t1_h - h1
         total = 0.0
         for r, w in zip(rows, weights):
-            start = self._prefix_h[r, h0] + self.values[r, h0] * (t0_h - h0)
-            end = self._prefix_h[r, h1] + self.values[r, h1] * (t1_h - h1)
+            start = prefix0[r] + values0[r] * into0
+            end = prefix1[r] + values1[r] * into1
             total += w * (end - start)
         return float(total)
+
+    def _column(self, hour: int) -> tuple[list[float], list[float]]:
+        """``(prefix, value)`` of every series at ``hour`` as lists of Python floats (memoised)."""
+        column = self._columns.get(hour)
+        if column is None:
+            column = self._columns[hour] = (self._prefix_h[:, hour].tolist(), self.values[:, hour].tolist())
+        return column
 
     def at(self, t_s: float) -> np.ndarray:
         """(num_series,) values in force at time ``t_s``."""

@@ -27,9 +27,14 @@ def max_min_fair(demand_gbps: np.ndarray, usage: np.ndarray, capacity_gbps: np.n
     """
     demand = np.asarray(demand_gbps, dtype=float)
     usage = np.asarray(usage, dtype=float)
-    rates = np.zeros_like(demand)
     if demand.size == 0:
-        return rates
+        return np.zeros(0)
+    # Common case: every link can carry the full demands of the jobs on it. Filling then raises each job
+    # until it reaches its demand and no link saturates first, so the result is the demands themselves (the
+    # filling loop's running sums of steps can land an ulp off them; the demands are the exact answer).
+    if (usage.T @ demand <= capacity_gbps).all():
+        return demand.copy()
+    rates = np.zeros(demand.shape)
     uses_links = usage.sum(axis=1) > 0
     rates[~uses_links] = demand[~uses_links]
     active = uses_links & (demand > 0)

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -141,33 +142,59 @@ class _PathTables(NamedTuple):
     """Index bookkeeping of the 1F1B path family for one ``(S, n)``. It holds no times, so it is memoised.
 
     One entry per candidate path (see the module docstring for the shapes). Loop paths (A): ``tail_copies``
-    tail loops from stage ``tail_first``, the other ``tail_rest`` advances filled by tail loops or single
-    steps. Segment paths (B): ``pre`` advances, ``copies`` of segment ``[first, last]``, then ``cool_steps``
-    cool-down steps or one tail loop of width ``post_width``. Turn paths (C): per turn stage d, and per pair
-    (h, d) with cycles over ``[h, d]``; ``*_reach`` are the deepest stages whose ops can supply a run of steps.
+    tail loops of width ``tail_width`` (from stage S − width), the other ``tail_rest`` advances filled by tail
+    loops or single steps. Segment paths (B): ``pre`` advances, ``copies`` of segment ``[first, last]``, then
+    ``cool_steps`` cool-down steps or one tail loop of width ``post_width``. Turn paths (C): per turn stage d, and
+    per pair (h, d) with cycles over ``[h, d]``; ``*_reach`` are the deepest stages whose ops can supply a run of
+    steps. Indices into the per-layout arrays of :func:`_fixed_paths` are stored ready to use.
     """
 
-    tail_first: np.ndarray  # (A,) int
+    tail_width: np.ndarray  # (A,) int: S − the first stage of the tail loops
     tail_copies: np.ndarray  # (A,) float
     tail_rest: np.ndarray  # (A,) int
     segment: np.ndarray  # (B,) int: first·S + last, an index into the flattened (S, S) segment table
     copies: np.ndarray  # (B,) float
-    pre: np.ndarray  # (B,) int
-    pre_loop_ok: np.ndarray  # (B,) 0, or −inf where a tail loop of width ``pre`` would start above ``first``
+    pre: np.ndarray  # (B,) float
+    # (B,) int: min(pre, S), the width of a tail loop standing in for the pre steps, or S+1 (a −inf entry of the
+    # loop table) where that loop would start above ``first``.
+    pre_loop: np.ndarray
     post_width: np.ndarray  # (B,) int: width of the tail loop after the copies (0 for cool-down)
     cool_steps: np.ndarray  # (B,) float: cool-down steps after the copies (0 for a tail loop)
-    first: np.ndarray  # (B,) int
+    first_reach: np.ndarray  # (B,) int: first + 1
     held: np.ndarray  # (S,) float: K_d − 1 = min(S−d, M) − 1, steps of the shorter burst when turning at d
     run_reach: np.ndarray  # (S,) int: 1 + the deepest stage ≤ d that can run n steps (0: none)
     turn_segment: np.ndarray  # (C,) int: h·S + d for the cycled pairs
     turn_stage: np.ndarray  # (C,) int: d
-    turn_hop: np.ndarray  # (C,) int: h
+    turn_held: np.ndarray  # (C,) float: held[d]
+    turn_hop_reach: np.ndarray  # (C,) int: h + 1
     turn_cycles: np.ndarray  # (C,) float: ⌊(M − K_d) / (d − h + 1)⌋ ≥ 1
     turn_steps: np.ndarray  # (C,) float: n − cycles·(d − h + 1) steps after the cycles
     turn_reach: np.ndarray  # (C,) int: 1 + the deepest stage ≤ h that can run ``turn_steps`` steps (0: none)
     advances: np.ndarray  # (n+1,) float: 0..n
     full_loops: np.ndarray  # (n+1,) float: r // S
     part_loop: np.ndarray  # (n+1,) int: r % S
+
+
+def _dominant_segment_paths(
+    copies: list[int], pre: list[int], post: list[tuple[int, int]], first: list[int], num_stages: int
+) -> list[int]:
+    """Indices of the segment paths (B) that can be the longest of their family, in order.
+
+    A path with no copy of its segment depends on ``[first, last]`` only through whether a tail loop may stand
+    in for its pre steps (``pre ≤ S − first``) and, for a cool-down, through the slowest backward at or above
+    ``first``, which never decreases with ``first``. So among such paths with the same pre steps and the same
+    post part, the one with the largest ``first`` is at least as long as every other (with floating-point
+    rounding too, since it is monotonic), both among those allowing the tail loop and among the rest.
+    """
+    keep = [i for i, c in enumerate(copies) if c]
+    largest_first: dict[tuple, int] = {}
+    for i, c in enumerate(copies):
+        if not c:
+            key = (post[i], pre[i], pre[i] <= num_stages - first[i])
+            j = largest_first.get(key)
+            if j is None or first[i] > first[j]:
+                largest_first[key] = i
+    return sorted(keep + list(largest_first.values()))
 
 
 @functools.lru_cache(maxsize=128)
@@ -180,7 +207,7 @@ def _path_tables(num_stages: int, n: int) -> _PathTables:
             tail_first.append(first)
             tail_copies.append(copies)
             tail_rest.append(n - copies * width)
-    segment, seg_copies, pre, post_width, cool_steps, seg_first = [], [], [], [], [], []
+    segment, seg_copies, pre, post, seg_first = [], [], [], [], []
     for first in range(num_stages):
         for last in range(first, num_stages - 1):
             width = last - first + 1
@@ -196,11 +223,12 @@ def _path_tables(num_stages: int, n: int) -> _PathTables:
                 segment.append(first * num_stages + last)
                 seg_copies.append(copies)
                 pre.append(n - after - copies * width)
-                post_width.append(loop_width)
-                cool_steps.append(steps)
+                post.append((loop_width, steps))
                 seg_first.append(first)
-    pre_a = np.array(pre, dtype=int)
-    first_a = np.array(seg_first, dtype=int)
+    keep = _dominant_segment_paths(seg_copies, pre, post, seg_first, num_stages)
+    pre_a = np.array(pre, dtype=int)[keep]
+    first_a = np.array(seg_first, dtype=int)[keep]
+    post_a = np.array(post, dtype=int).reshape(-1, 2)[keep]
     stage = np.arange(num_stages)
     held = np.minimum(num_stages - stage, n + 1)  # (S,) K_d
     # A run of r consecutive forwards (or backwards) at stage u needs S−u ≥ r+1.
@@ -208,25 +236,26 @@ def _path_tables(num_stages: int, n: int) -> _PathTables:
     hop, turn = np.triu_indices(num_stages, 1)
     width = turn - hop + 1
     cycles = (n + 1 - held[turn]) // width
-    keep = cycles >= 1
-    hop, turn, width, cycles = hop[keep], turn[keep], width[keep], cycles[keep]
+    kept = cycles >= 1
+    hop, turn, width, cycles = hop[kept], turn[kept], width[kept], cycles[kept]
     steps = n - cycles * width
     tables = _PathTables(
-        tail_first=np.array(tail_first, dtype=int),
+        tail_width=num_stages - np.array(tail_first, dtype=int),
         tail_copies=np.array(tail_copies, dtype=float),
         tail_rest=np.array(tail_rest, dtype=int),
-        segment=np.array(segment, dtype=int),
-        copies=np.array(seg_copies, dtype=float),
-        pre=pre_a,
-        pre_loop_ok=np.where(pre_a <= num_stages - first_a, 0.0, -np.inf),
-        post_width=np.array(post_width, dtype=int),
-        cool_steps=np.array(cool_steps, dtype=float),
-        first=first_a,
+        segment=np.array(segment, dtype=int)[keep],
+        copies=np.array(seg_copies, dtype=float)[keep],
+        pre=pre_a.astype(float),
+        pre_loop=np.where(pre_a <= num_stages - first_a, np.minimum(pre_a, num_stages), num_stages + 1),
+        post_width=post_a[:, 0],
+        cool_steps=post_a[:, 1].astype(float),
+        first_reach=first_a + 1,
         held=(held - 1).astype(float),
         run_reach=run_reach,
         turn_segment=hop * num_stages + turn,
         turn_stage=turn,
-        turn_hop=hop,
+        turn_held=(held[turn] - 1).astype(float),
+        turn_hop_reach=hop + 1,
         turn_cycles=cycles.astype(float),
         turn_steps=steps.astype(float),
         turn_reach=np.maximum(np.minimum(hop, num_stages - 1 - steps) + 1, 0),
@@ -237,6 +266,97 @@ def _path_tables(num_stages: int, n: int) -> _PathTables:
     for array in tables:
         array.setflags(write=False)
     return tables
+
+
+class _FixedPaths(NamedTuple):
+    """The parts of one layout's 1F1B path family that do not depend on the time of a single step.
+
+    A step (one advance at the last stage or on the bottleneck link) takes ``max(f+b of the last stage,
+    link_step_s)``; it enters only the loop paths' fill and the segment paths' pre steps (:func:`_longest_s`).
+    """
+
+    tables: _PathTables
+    last_stage_s: float  # f + b of the last stage: the least a step takes
+    tail_s: np.ndarray  # (A,) the tail loops of each loop path
+    loops_only_s: np.ndarray  # (n+1,) r advances filled by tail loops only (width S, then one narrower)
+    segments_s: np.ndarray  # (B,) the copies of each segment path's segment
+    pre_loop_s: np.ndarray  # (B,) a tail loop in place of the pre steps (−inf where none may start)
+    post_s: np.ndarray  # (B,) what follows the copies: the cool-down or a tail loop
+    other_s: float  # the longest turn path (C) or stage op chain
+
+
+def _fixed_paths(
+    forward_s: np.ndarray,
+    backward_s: np.ndarray,
+    stage_s: np.ndarray,
+    hop_transfer_s: np.ndarray,
+    hop_latency_s: np.ndarray,
+    n: int,
+) -> _FixedPaths:
+    """Compute :class:`_FixedPaths` for ``n = M − 1 ≥ 1`` advances (``stage_s = forward_s + backward_s``)."""
+    num_stages = stage_s.shape[0]
+    tab = _path_tables(num_stages, n)
+    before = np.zeros(num_stages)  # (S,) Σ_{p<q}(t_p + 2y_p)
+    np.add.accumulate(stage_s[:-1] + 2.0 * (hop_transfer_s + hop_latency_s), out=before[1:])  # cumsum
+    through = before + stage_s  # (S,) Σ_{p≤q} t_p + 2Σ_{p<q} y_p
+    segment_s = (through - before[:, None]).ravel()  # (S·S,) [first, last]; junk below the diagonal
+    # (S+2,) tail loop by width (from stage S−width); 0 for width 0, and −inf at S+1 for "no loop allowed".
+    loop_s = np.empty(num_stages + 2)
+    loop_s[0], loop_s[-1] = 0.0, -np.inf
+    np.subtract(through[-1], before[::-1], out=loop_s[1:-1])
+
+    # (C) Turns: micro-batches run down in a burst of steps (forwards of one stage, or messages queued on one
+    # hop) to a stage d that holds K = min(S−d, M) of them before its first backward, then come back up in a
+    # burst of backwards or queued gradients: n + K − 1 steps, the long burst on the slower side. Or the
+    # first K run down, cycles over [h, d] follow, and the last gradients come back up in a burst.
+    slowest_f = np.zeros(num_stages + 1)  # (S+1,) by 1 + deepest stage
+    np.maximum.accumulate(forward_s, out=slowest_f[1:])
+    slowest_b = np.zeros(num_stages + 1)  # (S+1,)
+    np.maximum.accumulate(backward_s, out=slowest_b[1:])
+    slowest_x = np.zeros(num_stages)  # (S,) by 1 + deepest hop; entry d: the hops above stage d
+    np.maximum.accumulate(hop_transfer_s, out=slowest_x[1:])
+    any_f = np.maximum(slowest_f[1:], slowest_x)
+    any_b = np.maximum(slowest_b[1:], slowest_x)
+    run_f = np.maximum(slowest_f[tab.run_reach], slowest_x)
+    run_b = np.maximum(slowest_b[tab.run_reach], slowest_x)
+    bursts = np.maximum(n * run_f + tab.held * any_b, tab.held * any_f + n * run_b)
+    other = float((through + bursts).max() - through[-1])
+    if tab.turn_stage.size:
+        back_s = np.maximum(slowest_b[tab.turn_reach], slowest_x[tab.turn_hop_reach])
+        down_s = tab.turn_held * any_f[tab.turn_stage]
+        cycled = through[tab.turn_stage] + down_s + tab.turn_cycles * segment_s[tab.turn_segment]
+        other = max(other, float((cycled + tab.turn_steps * back_s).max() - through[-1]))
+    # A stage's whole op chain after its prefix.
+    chain = float((before + (n + 1) * stage_s).max() - through[-1])
+
+    return _FixedPaths(
+        tables=tab,
+        last_stage_s=float(stage_s[-1]),
+        tail_s=tab.tail_copies * loop_s[tab.tail_width],
+        loops_only_s=tab.full_loops * loop_s[num_stages] + loop_s[tab.part_loop],
+        segments_s=tab.copies * segment_s[tab.segment],
+        pre_loop_s=loop_s[tab.pre_loop],
+        # The cool-down runs backwards of a stage at or above `first`.
+        post_s=loop_s[tab.post_width] + tab.cool_steps * slowest_b[tab.first_reach],
+        other_s=max(other, chain),
+    )
+
+
+def _longest_s(paths: _FixedPaths, link_step_s: float) -> float:
+    """The longest path of the family, given the fixed parts and the bottleneck link's time per step."""
+    tab = paths.tables
+    step_s = max(paths.last_stage_s, link_step_s)  # one advance at the last stage or on the bottleneck link
+
+    # (A) Tail loops need no room after them, so they mix freely with each other and with single steps.
+    loop_fill = np.maximum(paths.loops_only_s, tab.advances * step_s)  # (n+1,)
+    longest = float((paths.tail_s + loop_fill[tab.tail_rest]).max())
+
+    # (B) Copies of a segment, with single steps or a tail loop from at or below `first` before them, and the
+    # cool-down of a stage at or above `first`, or a tail loop begun on the way back up, after them.
+    if tab.segment.size:
+        pre_s = np.maximum(tab.pre * step_s, paths.pre_loop_s)
+        longest = max(longest, float((paths.segments_s + pre_s + paths.post_s).max()))
+    return max(longest, paths.other_s)
 
 
 def _one_f_one_b_extra_s(
@@ -251,51 +371,8 @@ def _one_f_one_b_extra_s(
     n = num_microbatches - 1
     if n <= 0:
         return 0.0
-    stage_s = forward_s + backward_s  # (S,)
-    num_stages = stage_s.shape[0]
-    tab = _path_tables(num_stages, n)
-    before = np.zeros(num_stages)  # (S,) Σ_{p<q}(t_p + 2y_p)
-    np.cumsum(stage_s[:-1] + 2.0 * (hop_transfer_s + hop_latency_s), out=before[1:])
-    through = before + stage_s  # (S,) Σ_{p≤q} t_p + 2Σ_{p<q} y_p
-    segment_s = (through - before[:, None]).ravel()  # (S·S,) [first, last]; junk below the diagonal
-    loop_s = np.zeros(num_stages + 1)  # (S+1,) tail loop by width (from stage S−width); 0 for width 0
-    loop_s[1:] = through[-1] - before[::-1]
-    step_s = max(float(stage_s[-1]), link_step_s)  # one advance at the last stage or on the bottleneck link
-
-    # (A) Tail loops need no room after them, so they mix freely with each other and with single steps.
-    loop_fill = np.maximum(tab.full_loops * loop_s[-1] + loop_s[tab.part_loop], tab.advances * step_s)  # (n+1,)
-    longest = float((tab.tail_copies * loop_s[num_stages - tab.tail_first] + loop_fill[tab.tail_rest]).max())
-
-    # (B) Copies of a segment, with single steps or a tail loop from at or below `first` before them, and the
-    # cool-down of a stage at or above `first`, or a tail loop begun on the way back up, after them.
-    if tab.segment.size:
-        pre_s = np.maximum(tab.pre * step_s, loop_s[np.minimum(tab.pre, num_stages)] + tab.pre_loop_ok)
-        post_s = loop_s[tab.post_width] + tab.cool_steps * np.maximum.accumulate(backward_s)[tab.first]
-        longest = max(longest, float((tab.copies * segment_s[tab.segment] + pre_s + post_s).max()))
-
-    # (C) Turns: micro-batches run down in a burst of steps (forwards of one stage, or messages queued on one
-    # hop) to a stage d that holds K = min(S−d, M) of them before its first backward, then come back up in a
-    # burst of backwards or queued gradients: n + K − 1 steps, the long burst on the slower side. Or the
-    # first K run down, cycles over [h, d] follow, and the last gradients come back up in a burst.
-    slowest_f = np.concatenate(([0.0], np.maximum.accumulate(forward_s)))  # (S+1,) by 1 + deepest stage
-    slowest_b = np.concatenate(([0.0], np.maximum.accumulate(backward_s)))  # (S+1,)
-    slowest_x = np.concatenate(([0.0], np.maximum.accumulate(hop_transfer_s)))  # (S,) by 1 + deepest hop
-    above = np.arange(num_stages)  # 1 + the deepest hop above stage d
-    any_f = np.maximum(slowest_f[1:], slowest_x[above])
-    any_b = np.maximum(slowest_b[1:], slowest_x[above])
-    run_f = np.maximum(slowest_f[tab.run_reach], slowest_x[above])
-    run_b = np.maximum(slowest_b[tab.run_reach], slowest_x[above])
-    bursts = np.maximum(n * run_f + tab.held * any_b, tab.held * any_f + n * run_b)
-    longest = max(longest, float((through + bursts).max() - through[-1]))
-    if tab.turn_stage.size:
-        back_s = np.maximum(slowest_b[tab.turn_reach], slowest_x[tab.turn_hop + 1])
-        down_s = tab.held[tab.turn_stage] * any_f[tab.turn_stage]
-        cycled = through[tab.turn_stage] + down_s + tab.turn_cycles * segment_s[tab.turn_segment]
-        longest = max(longest, float((cycled + tab.turn_steps * back_s).max() - through[-1]))
-
-    # A stage's whole op chain after its prefix.
-    chain = float((before + num_microbatches * stage_s).max() - through[-1])
-    return max(longest, chain)
+    stage_s = forward_s + backward_s
+    return _longest_s(_fixed_paths(forward_s, backward_s, stage_s, hop_transfer_s, hop_latency_s, n), link_step_s)
 
 
 def iteration_time(
@@ -336,6 +413,67 @@ def iteration_time(
     return IterationTime(total_s=total, compute_s=busy, comm_s=fill, bubble_s=max(total - busy - fill, 0.0))
 
 
+class IterationModel:
+    """:func:`iteration_time`'s ``total_s`` for one stage/hop layout, as a cheap function of ``min_cadence_s``.
+
+    The cadence floor enters the analytic model only through ``max_x``: GPipe's cadence, or the time of one
+    1F1B step. Everything else (sums, and the step-independent parts of the 1F1B path family, see
+    :class:`_FixedPaths`) is computed once here, and :meth:`total_s` finishes the same operations as
+    :func:`iteration_time`, so the totals are equal. Identical stages (``b = 2f``) and hops under 1F1B use the
+    closed form of :func:`uniform_iteration_time_s` in scalar arithmetic, equal up to rounding (~1e-15).
+    """
+
+    __slots__ = ("_schedule", "_m", "_base_s", "_max_x", "_max_f", "_max_b", "_uniform", "_paths")
+
+    def __init__(
+        self,
+        forward_s: np.ndarray,
+        backward_s: np.ndarray,
+        hop_transfer_s: np.ndarray,
+        hop_latency_s: np.ndarray,
+        num_microbatches: int,
+        schedule: str = ONE_F_ONE_B,
+    ) -> None:
+        """Precompute everything that does not depend on the cadence floor (arguments as :func:`iteration_time`)."""
+        self._schedule = schedule
+        self._m = num_microbatches
+        stage_s = forward_s + backward_s
+        self._base_s = float(stage_s.sum()) + 2.0 * float(hop_transfer_s.sum() + hop_latency_s.sum())
+        self._max_x = float(hop_transfer_s.max()) if hop_transfer_s.size else 0.0
+        self._max_f = self._max_b = 0.0  # GPipe only
+        self._uniform: tuple[float, float, float, float] | None = None
+        self._paths: _FixedPaths | None = None
+        n = num_microbatches - 1
+        if schedule == GPIPE:
+            self._max_f, self._max_b = float(forward_s.max()), float(backward_s.max())
+        elif n > 0:
+            f, x = float(forward_s[0]), self._max_x
+            lat = float(hop_latency_s[0]) if hop_latency_s.size else 0.0
+            if (
+                (forward_s == f).all()
+                and (backward_s == BACKWARD_TO_FORWARD * f).all()
+                and (hop_transfer_s == x).all()
+                and (hop_latency_s == lat).all()
+            ):
+                self._uniform = (f, float(forward_s.shape[0]), x, lat)
+            else:
+                self._paths = _fixed_paths(forward_s, backward_s, stage_s, hop_transfer_s, hop_latency_s, n)
+
+    def total_s(self, min_cadence_s: float = 0.0) -> float:
+        """``iteration_time(..., min_cadence_s).total_s`` for this layout."""
+        max_x = max(self._max_x, min_cadence_s)
+        if self._schedule == GPIPE:
+            cadence = max(self._max_f, max_x) + max(self._max_b, max_x)
+            return self._base_s + (self._m - 1) * cadence
+        if self._uniform is not None:
+            f, num_stages, x, lat = self._uniform
+            scalar_ops = (max, math.floor, math.ceil)
+            return _uniform_total_s(f, num_stages, x, lat, self._m, ONE_F_ONE_B, min_cadence_s, *scalar_ops)
+        if self._paths is None:  # a single micro-batch
+            return self._base_s + 0.0
+        return self._base_s + _longest_s(self._paths, max_x)
+
+
 def demand_cadence_s(forward_s: np.ndarray, backward_s: np.ndarray, schedule: str = ONE_F_ONE_B) -> float:
     """The compute cadence a hop must keep up with so that communication never stalls the pipeline.
 
@@ -354,29 +492,51 @@ def uniform_iteration_time_s(
     hop_latency_s: float,
     num_microbatches: int,
     schedule: str = ONE_F_ONE_B,
+    min_cadence_s: float = 0.0,
 ) -> np.ndarray:
     """:func:`iteration_time` for identical stages and hops, vectorised over ``num_stages``.
 
-    With ``t = f + b``, ``y = x + l`` and ``n = M − 1``: ``T = S·t + 2(S−1)·y + E``. GPipe has
-    ``E = n·(max(f, x) + max(b, x))``. 1F1B has the exact tail-loop knapsack (module docstring)
-    ``E = max(n(t+2y) − 2y⌈n/S⌉, ⌊n/S⌋·(S·t + 2(S−1)·y) + (n mod S)·max(t, x), n·max(t, x))``.
+    With ``t = f + b``, ``y = x + l``, ``n = M − 1`` and ``x̂ = max(x, min_cadence_s)``:
+    ``T = S·t + 2(S−1)·y + E``. GPipe has ``E = n·(max(f, x̂) + max(b, x̂))``. 1F1B has the exact tail-loop
+    knapsack (module docstring)
+    ``E = max(n(t+2y) − 2y⌈n/S⌉, ⌊n/S⌋·(S·t + 2(S−1)·y) + (n mod S)·max(t, x̂), n·max(t, x̂))``.
     """
     f = np.asarray(forward_s, dtype=float)
-    b = BACKWARD_TO_FORWARD * f
     s = np.asarray(num_stages, dtype=float)
-    x = hop_transfer_s * (s > 1)
+    return _uniform_total_s(
+        f, s, hop_transfer_s, hop_latency_s, num_microbatches, schedule, min_cadence_s, np.maximum, np.floor, np.ceil
+    )
+
+
+def _uniform_total_s(
+    f: np.ndarray | float,
+    s: np.ndarray | float,
+    hop_transfer_s: float,
+    hop_latency_s: float,
+    num_microbatches: int,
+    schedule: str,
+    min_cadence_s: float,
+    maximum: Callable,
+    floor: Callable,
+    ceil: Callable,
+) -> np.ndarray | float:
+    """:func:`uniform_iteration_time_s`'s formula on arrays (with numpy's ``maximum``, ``floor``, ``ceil``) or on
+    Python floats (with ``max``, ``math.floor``, ``math.ceil``): the same operations, so equal results."""
+    b = BACKWARD_TO_FORWARD * f
+    x = maximum(hop_transfer_s * (s > 1), min_cadence_s)
     y = (hop_transfer_s + hop_latency_s) * (s > 1)
     n = num_microbatches - 1
     t = f + b
     if schedule == GPIPE:
-        extra = n * (np.maximum(f, x) + np.maximum(b, x))
+        extra = n * (maximum(f, x) + maximum(b, x))
     else:
-        step = np.maximum(t, x)  # one advance by the bottleneck stage or link
-        loops = n * (t + 2.0 * y) - 2.0 * y * np.ceil(n / s)  # fewest tail loops, widest first
-        full = np.floor(n / s)
+        step = maximum(t, x)  # one advance by the bottleneck stage or link
+        loops = n * (t + 2.0 * y) - 2.0 * y * ceil(n / s)  # fewest tail loops, widest first
+        full = floor(n / s)
         mixed = full * (s * t + 2.0 * (s - 1.0) * y) + (n - full * s) * step
-        extra = np.maximum(np.maximum(loops, mixed), n * step)
+        extra = maximum(maximum(loops, mixed), n * step)
     return s * t + 2.0 * (s - 1.0) * y + extra
+
 
 def optimal_stages(
     params: float,

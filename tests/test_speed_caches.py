@@ -1,0 +1,72 @@
+"""The speed work's caches that outlive one decision or one episode must be invisible in results."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import geopipe_env  # noqa: F401
+from geopipe_env import generator
+from geopipe_env.generator import sample_world
+from geopipe_env.loader import load_builtin
+
+
+def _jobs_equal(a, b) -> bool:
+    for x, y in zip(a.jobs, b.jobs, strict=True):
+        for f in dataclasses.fields(x):
+            u, v = getattr(x, f.name), getattr(y, f.name)
+            if not (np.array_equal(u, v) if isinstance(u, np.ndarray) else u == v):
+                return False
+    return True
+
+
+@pytest.mark.parametrize("name", ["geopipe-v0", "geopipe-v0-randomized", "paper"])
+def test_profile_cache_gives_the_worlds_of_no_cache(name):
+    """Worlds drawn with a shared profile cache equal worlds drawn without one, episode after episode."""
+    scenario = load_builtin(name)
+    cache: dict = {}
+    rng_a, rng_b = np.random.default_rng(7), np.random.default_rng(7)
+    for _ in range(4):
+        cached, fresh = sample_world(scenario, rng_a, cache), sample_world(scenario, rng_b)
+        assert _jobs_equal(cached, fresh)
+        assert np.array_equal(cached.num_gpus, fresh.num_gpus) and np.array_equal(cached.bandwidth_gbps, fresh.bandwidth_gbps)
+    assert cache, "the cache was not used"
+
+
+def test_profile_cache_is_bounded_and_profiles_are_read_only(monkeypatch):
+    """A randomised scenario draws new profiles each episode; the cache never exceeds its size."""
+    monkeypatch.setattr(generator, "PROFILE_CACHE_SIZE", 5)
+    scenario = load_builtin("geopipe-v0-randomized")
+    cache: dict = {}
+    rng = np.random.default_rng(0)
+    for _ in range(10):
+        world = sample_world(scenario, rng, cache)
+        assert len(cache) <= 5 + len({j.model for j in world.jobs})
+    with pytest.raises(ValueError):
+        world.jobs[0].forward_s[0] = 1.0  # shared across jobs and episodes: must not be writable
+
+
+def test_interleaved_envs_equal_solo_runs():
+    """Two envs on different worlds stepped alternately (sharing per-world caches) equal each run alone."""
+
+    def run(envs, seeds):
+        rngs = [np.random.default_rng(s) for s in seeds]
+        infos = [env.reset(seed=s)[1] for env, s in zip(envs, seeds)]
+        trace = [[] for _ in envs]
+        done = [False] * len(envs)
+        while not all(done):
+            for i, env in enumerate(envs):
+                if done[i]:
+                    continue
+                obs, reward, term, trunc, infos[i] = env.step(int(rngs[i].choice(np.flatnonzero(infos[i]["action_mask"]))))
+                trace[i].append((reward, float(obs["candidates"].sum())))
+                done[i] = term or trunc
+        return trace
+
+    ids, seeds = ["GeoPipe-v0", "GeoPipe-Toy-v0"], [3, 4]
+    together = run([gym.make(i).unwrapped for i in ids], seeds)
+    alone = [run([gym.make(i).unwrapped], [s])[0] for i, s in zip(ids, seeds)]
+    assert together == alone
