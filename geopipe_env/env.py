@@ -58,8 +58,6 @@ import numpy as np
 from geopipe_env.generator import World, sample_world
 from geopipe_env.loader import builtin_names, load_builtin, load_scenario
 from geopipe_env.observation import ObservationEncoder, observation_space
-from geopipe_env.physics import pipeline
-from geopipe_env.physics.energy import gpu_power_w
 from geopipe_env.placement import ALL_STRATEGIES, STRATEGY_NAMES, CandidateInfo, PlacementContext, candidate_row
 from geopipe_env.scenario import Scenario
 from geopipe_env.simulator import ClusterSim, JobStatus
@@ -117,21 +115,18 @@ class GeoPipeEnv(gym.Env):
         self.world: World | None = None
         self.sim: ClusterSim | None = None
         self._profile_cache: dict = {}  # model profiles across episodes (generator.sample_world)
+        self._layouts: tuple[tuple, dict] = ((), {})  # (world physics key, its layouts) across episodes
 
     # ------------------------------------------------------------------ gym API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
         self.world = sample_world(self.scenario, self.np_random, self._profile_cache)
-        self.sim = ClusterSim(self.world, exact_timing=self.timing == "exact")
+        if self._layouts[0] != self.world.physics_key:
+            self._layouts = (self.world.physics_key, {})
+        self.sim = ClusterSim(self.world, exact_timing=self.timing == "exact", layout_cache=self._layouts[1])
         jobs = self.world.jobs
         self.t_ref_s = float(np.mean([j.isolated_duration_s for j in jobs]))
-        watts: dict[tuple, float] = {}  # isolated facility power, per job profile
-        for j in jobs:
-            if j.profile_key not in watts:
-                watts[j.profile_key] = self._isolated_watts(j)
-        iso_energy_kwh = float(
-            np.mean([watts[j.profile_key] / WATTS_PER_KW * j.isolated_duration_s / SECONDS_PER_HOUR for j in jobs])
-        )
+        iso_energy_kwh = float(np.mean([j.isolated_power_w / WATTS_PER_KW * j.isolated_duration_s / SECONDS_PER_HOUR for j in jobs]))
         mean_price = float(self.world.price.values.mean())
         self.c_ref_usd = iso_energy_kwh * (mean_price if mean_price > 0 else float(np.abs(self.world.price.values).mean()) + 1e-9)
         carbon_ref_kg = iso_energy_kwh * float(self.world.carbon.values.mean()) / 1000.0
@@ -239,13 +234,6 @@ class GeoPipeEnv(gym.Env):
         mask[self.wait_action] = True
         self._cands, self._mask = table, mask
         return any_launch
-
-    def _isolated_watts(self, job) -> float:
-        """Facility power of the job running alone at its isolated iteration time (median GPU it fits)."""
-        w = self.world
-        busy = job.num_microbatches * (1.0 + pipeline.BACKWARD_TO_FORWARD) * job.forward_s / job.isolated_iteration_s
-        per_gpu_w = gpu_power_w(1, w.idle_watts, w.busy_watts, np.minimum(busy, 1.0), w.pue)  # (R,)
-        return float(np.median(per_gpu_w[job.fits])) * job.num_gpus
 
     # ------------------------------------------------------------------ outputs
     def _observe(self) -> dict[str, np.ndarray]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from geopipe_env.physics import pipeline
-from geopipe_env.physics.energy import HourlyIntegral
+from geopipe_env.physics.energy import HourlyIntegral, gpu_power_w
 from geopipe_env.scenario import Scenario
 from geopipe_env.sizing import connected_components, size_job
 from geopipe_env.units import SECONDS_PER_HOUR, rate_gbps, transfer_time_s
@@ -52,6 +52,7 @@ class Job:
     lower_bound_s: float  # duration alone on an empty world, on a relaxed best placement
     lower_bound_energy_kwh: float
     typical_demand_gbps: float  # no-stall rate per hop, A·8 / (t_f + t_b), on the median GPU it fits
+    isolated_power_w: float  # facility power running alone at the isolated iteration time, on the median GPU it fits
     # What timing depends on: jobs with equal keys run identically on any placement. Set once here, since the
     # candidate table reads it tens of times per decision.
     profile_key: tuple = field(init=False, repr=False)
@@ -85,6 +86,9 @@ class World:
     busy_watts: np.ndarray  # (R,)
     idle_watts: np.ndarray  # (R,)
     pue: np.ndarray  # (R,)
+    # Equal for two worlds of one scenario exactly when their GPU counts and bandwidths are (randomisation
+    # changes only these): such worlds time any job profile on any placement alike.
+    physics_key: tuple[bytes, bytes] = (b"", b"")
 
     @property
     def num_regions(self) -> int:
@@ -187,6 +191,7 @@ def sample_world(scenario: Scenario, rng: np.random.Generator, profile_cache: di
         busy_watts=busy,
         idle_watts=idle,
         pue=pue,
+        physics_key=world_key,
     )
 
 
@@ -202,6 +207,7 @@ class _ModelProfile:
     lower_bound_iteration_s: float
     lower_bound_stage_energy_j: float  # per stage and iteration, on the most frugal region type
     typical_demand_gbps: float
+    isolated_power_w: float
 
 
 def _model_profile(
@@ -238,11 +244,13 @@ def _model_profile(
     busy_s = m * (1.0 + pipeline.BACKWARD_TO_FORWARD) * forward
     stage_energy_j = (idle * lb_iter + (busy - idle) * busy_s) * pue * g  # (R,) per stage per iteration
     typical_stage_s = (1.0 + pipeline.BACKWARD_TO_FORWARD) * float(np.median(forward[fits]))
+    per_gpu_w = gpu_power_w(1, idle, busy, np.minimum(busy_s / isolated, 1.0), pue)  # (R,) alone, isolated pace
+    isolated_power_w = float(np.median(per_gpu_w[fits])) * (int(k_star) * g)
     for array in (forward, fits):  # shared by every job of the model, and across episodes by the profile cache
         array.flags.writeable = False
     return _ModelProfile(
         int(k_star), act, forward, fits, isolated, lb_iter, float(stage_energy_j[fits].min()),
-        rate_gbps(act, typical_stage_s),
+        rate_gbps(act, typical_stage_s), isolated_power_w,
     )
 
 
@@ -275,5 +283,6 @@ def _make_job(job_id, arrival_s, model, dataset, iterations, scenario, profile: 
         lower_bound_s=iterations * lb_iter,
         lower_bound_energy_kwh=lb_energy_kwh,
         typical_demand_gbps=profile.typical_demand_gbps,
+        isolated_power_w=profile.isolated_power_w,
     )
 

@@ -118,6 +118,7 @@ class ObservationEncoder:
             (_normalise_prices(price), _normalise_prices(forecast), world.carbon.values / self.carbon_scale), axis=-1
         ).transpose(1, 0, 2).astype(np.float32)
         self._last_hour = price.shape[1] - 1
+        self._capacity: tuple = (None, None)  # (the simulator's capacity array, it with zeros replaced by 1)
 
     def _tables(self, flat: np.ndarray) -> list[np.ndarray]:
         """Views of a flat observation as its tables (regions, links, queue, candidates, global)."""
@@ -127,14 +128,16 @@ class ObservationEncoder:
         w = self.world
         n = w.num_regions
         now = sim.now_s
-        cap = np.where(sim.capacity_gbps > 0, sim.capacity_gbps, 1.0)
-        util = np.where(self._linked, sim.link_load_gbps / cap, 0.0)
+        if self._capacity[0] is not sim.capacity_gbps:  # the simulator replaces the array when capacities change
+            self._capacity = (sim.capacity_gbps, np.where(sim.capacity_gbps > 0, sim.capacity_gbps, 1.0))
+        util = np.where(self._linked, sim.link_load_gbps / self._capacity[1], 0.0)
+        out_util = util.sum(axis=1)
 
         flat = self._template.copy()
         regions, _, q, c, g = self._tables(flat)
         regions[:n, 1] = sim.free_gpus / w.num_gpus
         regions[:n, 3:6] = self._hourly[min(int(now // SECONDS_PER_HOUR), self._last_hour)]
-        regions[:n, 7] = util.sum(axis=1) / self._out_links
+        regions[:n, 7] = out_util / self._out_links
         flat[self._util_index] = util.reshape(-1)
 
         q_values: list[float] = []  # the queue table's rows, flattened
@@ -177,7 +180,7 @@ class ObservationEncoder:
             c[c_index] = np.array(c_values).reshape(len(c_index), -1)
         hour = (w.start_hour + now / SECONDS_PER_HOUR) % 24.0
         allocated = self.total_gpus - float(sim.free_gpus.sum())
-        mean_util = float(util[self._linked].sum()) / self._num_links if self._num_links else 0.0
+        mean_util = float(out_util.sum()) / self._num_links if self._num_links else 0.0
         g[:] = (
             math.sin(2 * math.pi * hour / 24.0),
             math.cos(2 * math.pi * hour / 24.0),

@@ -100,7 +100,7 @@ class PlacementContext:
         key = (job.profile_key, job.iterations, placement)
         if key in self._described:
             return self._described[key]
-        est = self.sim.estimate(job, placement)
+        est = self.sim.estimate(job, placement, self.spare)
         info = None
         if math.isfinite(est.duration_s):
             w, now = self.sim.world, self.sim.now_s
@@ -116,7 +116,7 @@ class PlacementContext:
 
 
 _PLACEMENTS: dict[tuple[tuple[int, ...], tuple[int, ...]], Placement] = {}
-PLACEMENT_INTERN_SIZE = 65_536  # interned placements kept; the table is emptied when full
+PLACEMENT_INTERN_SIZE = 4096  # interned placements kept; the table is emptied when full
 
 
 def _placement(regions: tuple[int, ...], stages: tuple[int, ...]) -> Placement:

@@ -12,6 +12,7 @@ import functools
 import itertools
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import NamedTuple
 
 import numpy as np
 
@@ -78,7 +79,7 @@ class Layout:
     wan_link_index: tuple[int, ...]  # the placement's directed WAN links as flat indices into (R, R)
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=1024)
 def _iteration_time_s(inputs: tuple[bytes, bytes, bytes, bytes, int, str, bool], min_cadence: float) -> float:
     """Iteration time of a pipeline given by value: the bytes of its per-stage forward times, per-hop transfer
     times and latencies and WAN hop positions, its micro-batch count, schedule, whether to simulate the schedule
@@ -149,6 +150,8 @@ class PlacementTiming:
         """``(iteration_s, power_w (R,))`` when each WAN hop gets ``rate_gbps`` (read-only; shared by callers)."""
         cached = self._by_rate.get(rate_gbps)
         if cached is None:
+            if len(self._by_rate) >= RATES_PER_LAYOUT:  # contended spare bandwidth takes many values
+                self._by_rate.clear()
             min_cadence = 0.0
             if self._has_wan and rate_gbps > 0.0:
                 min_cadence = transfer_time_s(self._activation_bytes, rate_gbps)
@@ -185,9 +188,9 @@ class RunningJob:
         return self.layout.demand_gbps
 
 
-@dataclass(frozen=True, slots=True)
-class Estimate:
-    """What launching a placement now would give, on the current network load."""
+class Estimate(NamedTuple):
+    """What launching a placement now would give, on the current network load (a named tuple: the candidate
+    table builds several per decision)."""
 
     iteration_s: float
     duration_s: float
@@ -197,10 +200,18 @@ class Estimate:
     power_w: np.ndarray  # (R,)
 
 
+RATES_PER_LAYOUT = 64  # rates memoised per layout (a layout can outlive an episode)
+LAYOUT_CACHE_SIZE = 2048  # layouts kept across episodes; the shared cache is emptied when it reaches this
+
+
 class ClusterSim:
     """One episode of the geo-distributed cluster."""
 
-    def __init__(self, world: World, exact_timing: bool = False) -> None:
+    def __init__(self, world: World, exact_timing: bool = False, layout_cache: dict | None = None) -> None:
+        """``layout_cache`` (optional, owned by the caller) carries layouts and their timing across episodes: pass
+        the same dict only for worlds with equal ``physics_key`` of one scenario, and the same ``exact_timing``.
+        It is used only when line rates never change (no background traffic), and emptied when it grows past
+        ``LAYOUT_CACHE_SIZE``."""
         self.world = world
         self.exact_timing = exact_timing
         sc = world.scenario
@@ -237,7 +248,10 @@ class ClusterSim:
         self._capacity_version = 0  # bumps when background traffic changes capacities
         # (job profile, placement, capacity version) → stage arrays, demand and timing (read-only): timing is
         # pure in these and the rate, and every job of one model in a world shares its profile.
-        self._layout_cache: dict[tuple, Layout] = {}
+        shareable = layout_cache is not None and sc.network.background is None
+        self._layout_cache: dict[tuple, Layout] = layout_cache if shareable else {}
+        if len(self._layout_cache) >= LAYOUT_CACHE_SIZE:
+            self._layout_cache.clear()
         self._idle_power_w = world.idle_watts * world.pue  # per unallocated GPU, billed if the scenario says so
         self._allocated_gpus = 0  # Σ (num_gpus − free_gpus)
         self._has_carbon = bool(world.carbon.values.any())
@@ -398,15 +412,22 @@ class ClusterSim:
                 return f"no link between regions {a} and {b}"
         return None
 
-    def estimate(self, job: Job, placement: Placement) -> Estimate:
-        """Iteration time and power if ``placement`` launched now and got the bandwidth left on its links."""
+    def estimate(self, job: Job, placement: Placement, spare_gbps: list[list[float]] | None = None) -> Estimate:
+        """Iteration time and power if ``placement`` launched now and got the bandwidth left on its links.
+
+        ``spare_gbps`` (optional): ``max(capacity − load, 0)`` per directed link as nested lists, when the caller
+        has it at hand (the candidate table does).
+        """
         lay = self.layout(job, placement)
         demand = lay.demand_gbps
         rate = demand
-        if placement.num_wan_hops:
-            spare = min(
-                max(self.capacity_gbps[a, b] - self.link_load_gbps[a, b], 0.0) for a, b in placement.wan_links()
-            )
+        if placement.regions[1:]:
+            if spare_gbps is None:
+                spare = min(
+                    max(self.capacity_gbps[a, b] - self.link_load_gbps[a, b], 0.0) for a, b in placement.links
+                )
+            else:
+                spare = min(spare_gbps[a][b] for a, b in placement.links)
             rate = min(demand, spare)
         if rate <= 0.0:
             return Estimate(float("inf"), float("inf"), 0.0, demand, True, np.zeros(self.world.num_regions))
