@@ -70,3 +70,50 @@ def test_interleaved_envs_equal_solo_runs():
     together = run([gym.make(i).unwrapped for i in ids], seeds)
     alone = [run([gym.make(i).unwrapped], [s])[0] for i, s in zip(ids, seeds)]
     assert together == alone
+
+
+def _episode(env, seed: int) -> list[tuple[float, float, float]]:
+    """(reward, Σ candidates, Σ queue) per step of a masked-random episode."""
+    rng = np.random.default_rng(seed)
+    obs, info = env.reset(seed=seed)
+    out = []
+    while True:
+        obs, reward, term, trunc, info = env.step(int(rng.choice(np.flatnonzero(info["action_mask"]))))
+        out.append((reward, float(obs["candidates"].sum()), float(obs["queue"].sum())))
+        if term or trunc:
+            return out
+
+
+@pytest.mark.parametrize("tiny_bounds", [False, True])
+def test_caches_across_episodes_change_nothing(monkeypatch, tiny_bounds):
+    """Episodes run one after another in one env (layouts, iteration times, profiles and placements carried
+    over, and with tiny bounds emptied again and again) equal the same episodes each in a fresh env."""
+    from geopipe_env import placement, simulator
+
+    if tiny_bounds:
+        monkeypatch.setattr(simulator, "LAYOUT_CACHE_SIZE", 5)
+        monkeypatch.setattr(simulator, "RATES_PER_LAYOUT", 2)
+        monkeypatch.setattr(placement, "PLACEMENT_INTERN_SIZE", 3)
+        monkeypatch.setattr(generator, "PROFILE_CACHE_SIZE", 2)
+    seeds = [11, 12, 13]
+    shared = gym.make("GeoPipe-v0").unwrapped
+    carried = [_episode(shared, s) for s in seeds]
+    simulator._iteration_time_s.cache_clear()
+    fresh = [_episode(gym.make("GeoPipe-v0").unwrapped, s) for s in seeds]
+    assert carried == fresh
+    assert len(shared._layouts[1]) > 0, "the layout cache was not shared"
+
+
+def test_background_traffic_episodes_do_not_share_layouts(tmp_path):
+    """With background traffic line rates change every hour, so layouts stay per episode; episodes in one env
+    still equal episodes in fresh envs."""
+    path = tmp_path / "busy.yaml"
+    path.write_text(
+        "version: 1\nextends: geopipe-v0\nname: busy\n"
+        "network: {background: {mean_fraction: 0.3, amplitude_fraction: 0.2}}\n"
+    )
+    shared = gym.make("GeoPipe-v0", scenario=str(path)).unwrapped
+    carried = [_episode(shared, s) for s in (5, 6)]
+    fresh = [_episode(gym.make("GeoPipe-v0", scenario=str(path)).unwrapped, s) for s in (5, 6)]
+    assert carried == fresh
+    assert len(shared._layouts[1]) == 0 and len(shared.sim._layout_cache) > 0
