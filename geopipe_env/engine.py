@@ -8,7 +8,7 @@ vector envs need.
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
+from typing import NamedTuple
 from enum import IntEnum
 
 
@@ -20,8 +20,7 @@ class EventKind(IntEnum):
     HOUR_TICK = 2  # electricity prices, carbon and background traffic change on the hour
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
+class Event(NamedTuple):
     """A scheduled event. ``version`` lets a completion be superseded when the job's rate changes."""
 
     kind: EventKind

@@ -219,6 +219,7 @@ class ClusterSim:
         self.now_s = 0.0
         self.free_gpus = world.num_gpus.copy()
         self.status = np.full(n_jobs, JobStatus.PENDING, dtype=np.int8)
+        self._pending = n_jobs  # jobs not yet arrived
         self.start_s = np.full(n_jobs, np.nan)
         self.finish_s = np.full(n_jobs, np.nan)
         self.ever_stalled = np.zeros(n_jobs, dtype=bool)
@@ -232,6 +233,7 @@ class ClusterSim:
         self.gpu_seconds = 0.0  # allocated GPU·s
         self.job_seconds = 0.0  # Σ over jobs in system of time: the JCT integral
         self.region_power_w = np.zeros(world.num_regions)
+        self._region_kw = (np.zeros(world.num_regions), 0.0)  # region_power_w in kW, and its sum in W
         self.link_load_gbps = np.zeros((world.num_regions, world.num_regions))
         # (time_s, allocated GPUs per region) after every launch and completion, for plots and audits.
         self.gpu_timeline: list[tuple[float, np.ndarray]] = [(0.0, np.zeros(world.num_regions, dtype=np.int64))]
@@ -267,10 +269,7 @@ class ClusterSim:
 
     @property
     def done(self) -> bool:
-        return len(self.running) == 0 and len(self.waiting) == 0 and not self._pending_arrivals()
-
-    def _pending_arrivals(self) -> bool:
-        return bool((self.status == JobStatus.PENDING).any())
+        return len(self.running) == 0 and len(self.waiting) == 0 and self._pending == 0
 
     def next_event_s(self) -> float:
         return self._events.peek()
@@ -286,11 +285,12 @@ class ClusterSim:
             rj.remaining_iters -= dt / rj.iteration_s
             wan_bytes += rj.wan_bytes_per_s * dt
         self.wan_bytes = wan_bytes
-        power = self.region_power_w
         if w.scenario.bill_idle_capacity:
-            power = power + self.free_gpus * self._idle_power_w
-        kw = power / WATTS_PER_KW
-        self.energy_kwh += energy_kwh(float(power.sum()), dt)
+            power = self.region_power_w + self.free_gpus * self._idle_power_w
+            kw, total_w = power / WATTS_PER_KW, float(power.sum())
+        else:
+            kw, total_w = self._region_kw
+        self.energy_kwh += energy_kwh(total_w, dt)
         # ∫price and ∫carbon over [now, t] as differences of running integrals, as HourlyIntegral.integral does.
         price_then, carbon_then = self._cumulative_at(self.now_s)
         price_now, carbon_now = self._cumulative_at(t_s)
@@ -330,6 +330,7 @@ class ClusterSim:
         """Apply one event; True if link rates need recomputing."""
         if ev.kind == EventKind.ARRIVAL:
             self.status[ev.job_id] = JobStatus.WAITING
+            self._pending -= 1
             self.waiting.append(ev.job_id)
             return False
         if ev.kind == EventKind.COMPLETION:
@@ -485,6 +486,7 @@ class ClusterSim:
             if rate != rj.rate_gbps or rj.capacity_version != self._capacity_version:
                 self._retime(rj, rate)
             self.region_power_w += rj.power_w
+        self._region_kw = (self.region_power_w / WATTS_PER_KW, float(self.region_power_w.sum()))
 
     def _retime(self, rj: RunningJob, rate_gbps: float) -> None:
         """Give a running job a new rate (or new line rates): timing, power, and a new completion if it moved."""
