@@ -31,6 +31,7 @@ from geopipe_env.physics import pipeline
 from geopipe_env.simulator import ClusterSim, Placement
 from geopipe_env.units import GRAMS_PER_KG, WATTS_PER_KW, transfer_time_s
 
+
 class CandidateInfo(NamedTuple):
     """What the env knows about one (queue slot, strategy) pair at a decision instant (a named tuple: built
     tens of times per decision)."""
@@ -60,10 +61,10 @@ class PlacementContext:
     def __init__(self, sim: ClusterSim) -> None:
         self.sim = sim
         w = sim.world
-        self.price_now = w.price.at(sim.now_s)  # (R,) USD/kWh
-        self.spare_gbps = np.maximum(sim.capacity_gbps - sim.link_load_gbps, 0.0)  # (R, R)
-        self.price: list[float] = self.price_now.tolist()
-        self.spare: list[list[float]] = self.spare_gbps.tolist()
+        spare_gbps = np.maximum(sim.capacity_gbps - sim.link_load_gbps, 0.0)
+        self.price: list[float] = w.price.at(sim.now_s).tolist()  # (R,) USD/kWh now
+        self.spare: list[list[float]] = spare_gbps.tolist()  # (R, R) bandwidth left on each directed link
+        self.max_spare_gbps = float(spare_gbps.max())
         self.free_gpus: list[int] = sim.free_gpus.tolist()
         if PlacementContext._static[0] is not w:
             neighbours = [np.flatnonzero(row).tolist() for row in w.bandwidth_gbps > 0]
@@ -227,7 +228,7 @@ def cr_ldf(ctx: PlacementContext, job: Job) -> Placement | None:
         return None
     start = max(starts, key=lambda r: (free[r], -r))
     max_free = max(float(max(free)), 1.0)
-    max_bw = max(float(ctx.spare_gbps.max()), 1e-9)
+    max_bw = max(ctx.max_spare_gbps, 1e-9)
     spare = ctx.spare
     path = _grow_path(ctx, job, start, lambda end, new: free[new] / max_free + spare[end][new] / max_bw)
     return None if path is None else _fill_in_order(path, free, job.num_stages)
