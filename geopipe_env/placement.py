@@ -66,10 +66,11 @@ class PlacementContext:
         self.spare: list[list[float]] = spare_gbps.tolist()  # (R, R) bandwidth left on each directed link
         self.max_spare_gbps = float(spare_gbps.max())
         self.free_gpus: list[int] = sim.free_gpus.tolist()
-        if PlacementContext._static[0] is not w:
+        static = PlacementContext._static  # read once: another env (thread) may replace it meanwhile
+        if static[0] is not w:
             neighbours = [np.flatnonzero(row).tolist() for row in w.bandwidth_gbps > 0]
-            PlacementContext._static = (w, neighbours, w.latency_s.tolist())
-        _, self.neighbours, self.latency = PlacementContext._static  # per-world constants: region links, ascending
+            static = PlacementContext._static = (w, neighbours, w.latency_s.tolist())
+        _, self.neighbours, self.latency = static  # per-world constants: each region's links (ascending), latency
         self._described: dict[tuple, CandidateInfo | None] = {}
         self._free_lists: dict[tuple, list[int]] = {}
         self._forward: dict[tuple, list[float]] = {}
