@@ -8,8 +8,8 @@ vector envs need.
 from __future__ import annotations
 
 import heapq
-from typing import NamedTuple
 from enum import IntEnum
+from typing import NamedTuple
 
 
 class EventKind(IntEnum):

@@ -126,7 +126,9 @@ class GeoPipeEnv(gym.Env):
         self.sim = ClusterSim(self.world, exact_timing=self.timing == "exact", layout_cache=self._layouts[1])
         jobs = self.world.jobs
         self.t_ref_s = float(np.mean([j.isolated_duration_s for j in jobs]))
-        iso_energy_kwh = float(np.mean([j.isolated_power_w / WATTS_PER_KW * j.isolated_duration_s / SECONDS_PER_HOUR for j in jobs]))
+        iso_energy_kwh = float(
+            np.mean([j.isolated_power_w / WATTS_PER_KW * j.isolated_duration_s / SECONDS_PER_HOUR for j in jobs])
+        )
         mean_price = float(self.world.price.values.mean())
         self.c_ref_usd = iso_energy_kwh * (mean_price if mean_price > 0 else float(np.abs(self.world.price.values).mean()) + 1e-9)
         carbon_ref_kg = iso_energy_kwh * float(self.world.carbon.values.mean()) / 1000.0
@@ -216,12 +218,12 @@ class GeoPipeEnv(gym.Env):
         """Fill the candidate table and mask for the visible queue; True if any launch is possible."""
         sim = self.sim
         visible = [self.world.jobs[jid] for jid in sim.waiting[: self.queue_slots]]
-        if not any(_free_stages_suffice(job, sim.free_gpus) for job in visible):  # no strategy can place any
-            self._cands, self._mask = [], np.zeros(self.action_space.n, dtype=bool)
-            self._mask[self.wait_action] = True
-            return False
         ctx = PlacementContext(sim)
         mask = np.zeros(self.action_space.n, dtype=bool)
+        mask[self.wait_action] = True
+        if not any(sum(ctx.free_list(job)) >= job.num_stages for job in visible):  # no strategy can place any
+            self._cands, self._mask = [], mask
+            return False
         table: list[list[CandidateInfo | None]] = []
         for slot, job in enumerate(visible):
             row = candidate_row(ctx, job, self.strategies)
@@ -230,10 +232,8 @@ class GeoPipeEnv(gym.Env):
                 if info is not None:
                     mask[base + k] = True
             table.append(row)
-        any_launch = bool(mask.any())
-        mask[self.wait_action] = True
         self._cands, self._mask = table, mask
-        return any_launch
+        return bool(mask[: self.wait_action].any())
 
     # ------------------------------------------------------------------ outputs
     def _observe(self) -> dict[str, np.ndarray]:
@@ -287,11 +287,6 @@ class GeoPipeEnv(gym.Env):
             "jct_lower_bound_h": hours(lower.mean()),
             "cost_lower_bound_usd": lb_energy * float(w.price.values[:, :horizon_hours].min()),
         }
-
-
-def _free_stages_suffice(job, free_gpus: np.ndarray) -> bool:
-    """Whether the regions' free GPUs hold the job's K* stages in all (necessary for any placement of it)."""
-    return int(np.where(job.fits, free_gpus // job.gpus_per_stage, 0).sum()) >= job.num_stages
 
 
 def _as_action(action) -> int:

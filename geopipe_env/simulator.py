@@ -56,10 +56,6 @@ class Placement:
     def num_wan_hops(self) -> int:
         return len(self.regions) - 1
 
-    def wan_links(self) -> tuple[tuple[int, int], ...]:
-        """Directed links used: each hop forward (activations) and backward (gradients)."""
-        return self.links
-
 
 class InfeasiblePlacement(ValueError):
     """A placement that cannot be launched now (not enough GPUs, memory, or a missing link)."""
@@ -67,13 +63,9 @@ class InfeasiblePlacement(ValueError):
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Layout:
-    """A placement's per-stage and per-boundary times at the current line rates, its no-stall demand, and its
-    iteration time and power as functions of the allocated rate."""
+    """A placement at the current line rates: its no-stall demand, its iteration time and power as functions of
+    the allocated rate, and its links (the per-stage arrays behind them: :meth:`ClusterSim._stage_arrays`)."""
 
-    forward_s: np.ndarray  # (S,)
-    hop_transfer_s: np.ndarray  # (S−1,)
-    hop_latency_s: np.ndarray  # (S−1,)
-    wan_hop_index: np.ndarray  # positions of the WAN hops among the S−1 boundaries
     demand_gbps: float
     timing: PlacementTiming
     wan_link_index: tuple[int, ...]  # the placement's directed WAN links as flat indices into (R, R)
@@ -363,14 +355,10 @@ class ClusterSim:
         cached = self._layout_cache.get(key)
         if cached is None:
             forward, transfer, latency, wan_pos = self._stage_arrays(job, placement)
-            for array in (forward, transfer, latency, wan_pos):
-                array.flags.writeable = False
             timing = PlacementTiming(self.world, job, placement, forward, transfer, latency, wan_pos, self.exact_timing)
             num_regions = self.world.num_regions
             links = tuple(int(a) * num_regions + int(b) for a, b in placement.links)
-            cached = self._layout_cache[key] = Layout(
-                forward, transfer, latency, wan_pos, self.demand_gbps(job, forward), timing, links
-            )
+            cached = self._layout_cache[key] = Layout(self.demand_gbps(job, forward), timing, links)
         return cached
 
     def _stage_arrays(self, job: Job, placement: Placement) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -141,11 +141,12 @@ def test_running_jobs_are_timed_by_the_reference_model():
     for _ in range(60):
         obs, reward, terminated, truncated, info = env.step(int(rng.choice(np.flatnonzero(info["action_mask"]))))
         for rj in env.sim.running.values():
-            lay, job = rj.layout, rj.job
+            job = rj.job
+            forward, transfer, latency, _ = env.sim._stage_arrays(job, rj.placement)
             cadence = transfer_time_s(job.activation_bytes, rj.rate_gbps) if rj.placement.num_wan_hops else 0.0
             want = pipeline.iteration_time(
-                lay.forward_s, 2.0 * lay.forward_s, lay.hop_transfer_s, lay.hop_latency_s, job.num_microbatches,
-                env.world.scenario.pipeline_schedule, cadence,
+                forward, 2.0 * forward, transfer, latency, job.num_microbatches, env.world.scenario.pipeline_schedule,
+                cadence,
             ).total_s
             assert rj.iteration_s == pytest.approx(want, rel=REL)
             checked += 1

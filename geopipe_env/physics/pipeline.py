@@ -467,10 +467,9 @@ class IterationModel:
             return self._base_s + (self._m - 1) * cadence
         if self._uniform is not None:
             f, num_stages, x, lat = self._uniform
-            scalar_ops = (max, math.floor, math.ceil)
-            return _uniform_total_s(f, num_stages, x, lat, self._m, ONE_F_ONE_B, min_cadence_s, *scalar_ops)
+            return _uniform_total_s(f, num_stages, x, lat, self._m, ONE_F_ONE_B, min_cadence_s, max, math.floor, math.ceil)
         if self._paths is None:  # a single micro-batch
-            return self._base_s + 0.0
+            return self._base_s
         return self._base_s + _longest_s(self._paths, max_x)
 
 
