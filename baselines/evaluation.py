@@ -42,7 +42,7 @@ SCENARIO_SUFFIXES = (".yaml", ".yml")
 AGENT_SUFFIX = ".zip"
 
 ID_COLUMNS = ("env", "policy", "seed")
-SERIES_KEYS = ("jct_h", "timeline")  # per-episode lists, kept out of the CSV
+SERIES_KEYS = ("jct_h", "comm_slowdown", "timeline")  # per-episode lists, kept out of the CSV
 RETURN_KEY = "return"
 # Columns of the markdown table: (metric key, header).
 TABLE_COLUMNS = (
@@ -53,6 +53,8 @@ TABLE_COLUMNS = (
     ("carbon_kg", "carbon (kg)"),
     ("gpu_utilization", "GPU util."),
     ("stalled_job_fraction", "stalled frac."),
+    ("avg_comm_slowdown", "comm slowdown"),
+    ("max_link_utilization", "peak link util."),
     (RETURN_KEY, "return"),
 )
 
@@ -154,7 +156,8 @@ def run_episode(env_spec: EnvSpec, policy_spec: str, seed: int, cost_weight: flo
     """One episode; a plain, picklable dict of its results.
 
     Keys: ``env``, ``policy``, ``seed``, ``return`` (sum of step rewards), every ``info["episode_metrics"]`` key,
-    ``jct_h`` (the finished jobs' JCTs in hours) and ``timeline`` (None unless ``record_timeline``: ``t_h``,
+    ``jct_h`` (the finished jobs' JCTs in hours), ``comm_slowdown`` (per launched job, in job order: its mean
+    iteration time ÷ the same stages with no WAN boundary) and ``timeline`` (None unless ``record_timeline``: ``t_h``,
     ``gpus`` (allocated GPUs per region after each launch and completion, closed at the episode's end),
     ``regions`` and ``capacity``).
     """
@@ -169,6 +172,8 @@ def run_episode(env_spec: EnvSpec, policy_spec: str, seed: int, cost_weight: flo
         row: dict[str, Any] = {"env": env_spec.label, "policy": policy.name, "seed": int(seed), RETURN_KEY: episode_return}
         row.update({k: int(v) if isinstance(v, (int, np.integer)) else float(v) for k, v in info["episode_metrics"].items()})
         row["jct_h"] = ((sim.finish_s - arrival_s)[done] / SECONDS_PER_HOUR).tolist()
+        slowdown = sim.comm_slowdown()
+        row["comm_slowdown"] = slowdown[~np.isnan(slowdown)].tolist()
         row["timeline"] = _timeline(core) if record_timeline else None
         return row
     finally:

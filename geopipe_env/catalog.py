@@ -44,11 +44,11 @@ class DatasetSpec:
 
 
 GPU_CATALOG: dict[str, GpuType] = {
-    # NVIDIA RTX A6000 datasheet: 154.8 dense FP16 tensor TFLOPS, 48 GB, 300 W TDP; idle ~50 W (PAPERS.md §5).
+    # NVIDIA RTX A6000 datasheet: 154.8 dense FP16 tensor TFLOPS, 48 GB, 300 W TDP; idle ~50 W (assumed, ~15% of TDP).
     "A6000": GpuType("A6000", tflops=154.8, memory_gb=48.0, busy_watts=300.0, idle_watts=50.0),
-    # NVIDIA A100 SXM 80 GB datasheet: 312 dense BF16 TFLOPS, 400 W; idle ~15% of TDP (PAPERS.md §5).
+    # NVIDIA A100 SXM 80 GB datasheet: 312 dense BF16 TFLOPS, 400 W; idle ~15% of TDP (assumed).
     "A100": GpuType("A100", tflops=312.0, memory_gb=80.0, busy_watts=400.0, idle_watts=60.0),
-    # NVIDIA H100 SXM datasheet: 989 dense BF16 TFLOPS, 80 GB, 700 W; idle ~15% of TDP (PAPERS.md §5).
+    # NVIDIA H100 SXM datasheet: 989 dense BF16 TFLOPS, 80 GB, 700 W; idle ~15% of TDP (assumed).
     "H100": GpuType("H100", tflops=989.0, memory_gb=80.0, busy_watts=700.0, idle_watts=105.0),
     # NVIDIA L40S datasheet: 362 dense FP16 tensor TFLOPS, 48 GB, 350 W; idle ~15% of TDP (assumed).
     "L40S": GpuType("L40S", tflops=362.0, memory_gb=48.0, busy_watts=350.0, idle_watts=52.0),
@@ -69,6 +69,20 @@ MODEL_CATALOG: dict[str, ModelSpec] = {
     "gemma-3-27b": ModelSpec("gemma-3-27b", params_b=27.4, layers=62, hidden=5376),
     # FLM-101B (Li et al., arXiv 2309.03852): 80 layers, hidden 10240, 101B parameters.
     "flm-101b": ModelSpec("flm-101b", params_b=101.0, layers=80, hidden=10240),
+    # Meta Llama-3.1-8B config.json: 32 layers, hidden 4096, 8.03B parameters.
+    "llama-3.1-8b": ModelSpec("llama-3.1-8b", params_b=8.03, layers=32, hidden=4096),
+    # Meta Llama-2-13B config.json: 40 layers, hidden 5120, 13.0B parameters.
+    "llama-2-13b": ModelSpec("llama-2-13b", params_b=13.0, layers=40, hidden=5120),
+    # Meta Llama-2-70B config.json: 80 layers, hidden 8192, 69.0B parameters.
+    "llama-2-70b": ModelSpec("llama-2-70b", params_b=69.0, layers=80, hidden=8192),
+    # GPT-3 175B (Brown et al. 2020, arXiv 2005.14165, Table 2.1): 96 layers, hidden 12288, 175B parameters.
+    "gpt3-175b": ModelSpec("gpt3-175b", params_b=175.0, layers=96, hidden=12288),
+    # BLOOM-176B (bigscience-workshop/bigscience, train/tr11-176B-ml): 70 layers, hidden 14336, 176.2B parameters.
+    "bloom-176b": ModelSpec("bloom-176b", params_b=176.2, layers=70, hidden=14336),
+    # NVIDIA Nemotron-4 340B (NeMo Nemotron4Config340B): 96 layers, hidden 18432, 340B parameters.
+    "nemotron-4-340b": ModelSpec("nemotron-4-340b", params_b=340.0, layers=96, hidden=18432),
+    # Meta Llama-3.1-405B config.json: 126 layers, hidden 16384, 405B parameters.
+    "llama-3.1-405b": ModelSpec("llama-3.1-405b", params_b=405.0, layers=126, hidden=16384),
 }
 
 DATASET_CATALOG: dict[str, DatasetSpec] = {

@@ -256,7 +256,7 @@ class GeoPipeEnv(gym.Env):
         return self._cands[slot][strategy]
 
     def episode_metrics(self) -> dict[str, float]:
-        """DESIGN §7 metrics of the episode so far (finished jobs only for JCT statistics)."""
+        """The episode's metrics so far (finished jobs only for JCT statistics; the README lists them)."""
         sim, w = self.sim, self.world
         done = sim.status == JobStatus.DONE
         arrival = np.array([j.arrival_s for j in w.jobs])
@@ -282,6 +282,8 @@ class GeoPipeEnv(gym.Env):
             "gpu_utilization": sim.gpu_seconds / total_gpu_s,
             "wan_traffic_tb": sim.wan_bytes / BYTES_PER_TB,
             "stalled_job_fraction": float(sim.ever_stalled[started].mean()) if started.any() else 0.0,
+            "avg_comm_slowdown": float(np.nanmean(sim.comm_slowdown())) if started.any() else float("nan"),
+            "max_link_utilization": sim.max_link_utilization,
             "jobs_completed": int(done.sum()),
             "invalid_actions": self.invalid_actions,
             "jct_lower_bound_h": hours(lower.mean()),

@@ -15,7 +15,7 @@ import numpy as np
 
 from geopipe_env.physics import pipeline
 from geopipe_env.physics.energy import HourlyIntegral, gpu_power_w
-from geopipe_env.scenario import Scenario
+from geopipe_env.scenario import SIZING_FIXED, SIZING_MEMORY, JobShape, Scenario
 from geopipe_env.sizing import connected_components, size_job
 from geopipe_env.units import SECONDS_PER_HOUR, rate_gbps, transfer_time_s
 
@@ -41,29 +41,37 @@ class Job:
     hidden: int
     micro_batch_size: int
     seq_len: int
-    num_microbatches: int
-    gpus_per_stage: int
+    num_microbatches: int  # M, per replica and iteration
+    gpus_per_stage: int  # tensor-parallel degree t
     iterations: int
-    num_stages: int  # K*
-    activation_bytes: float
+    num_stages: int  # S (K* under the kstar sizing rule)
+    activation_bytes: float  # A = b·s·h·2, one replica's message per micro-batch and boundary
     forward_s: np.ndarray  # (R,) forward time of one stage per micro-batch on region r's GPUs
     fits: np.ndarray  # (R,) bool
     isolated_iteration_s: float  # on the reference placement used for K*
     lower_bound_s: float  # duration alone on an empty world, on a relaxed best placement
     lower_bound_energy_kwh: float
-    typical_demand_gbps: float  # no-stall rate per hop, A·8 / (t_f + t_b), on the median GPU it fits
+    typical_demand_gbps: float  # no-stall rate per hop, d·A·8 / (t_f + t_b), on the median GPU it fits
     isolated_power_w: float  # facility power running alone at the isolated iteration time, on the median GPU it fits
+    data_parallel: int = 1  # replicas d; each stage's replicas sit in one region
+    allreduce_s: float = 0.0  # gradient all-reduce of the d replicas per iteration, inside a region
     # What timing depends on: jobs with equal keys run identically on any placement. Set once here, since the
     # candidate table reads it tens of times per decision.
     profile_key: tuple = field(init=False, repr=False)
+    stage_gpus: int = field(init=False, repr=False)  # GPUs one stage takes in its region: t·d
+    wan_message_bytes: float = field(init=False, repr=False)  # on a cross-region boundary per micro-batch and way: d·A
 
     def __post_init__(self) -> None:
         key = (self.model, self.num_stages, self.activation_bytes, self.gpus_per_stage, self.num_microbatches)
+        if self.data_parallel != 1:
+            key += (self.data_parallel,)
         object.__setattr__(self, "profile_key", key)
+        object.__setattr__(self, "stage_gpus", self.gpus_per_stage * self.data_parallel)
+        object.__setattr__(self, "wan_message_bytes", self.data_parallel * self.activation_bytes)
 
     @property
     def num_gpus(self) -> int:
-        return self.num_stages * self.gpus_per_stage
+        return self.num_stages * self.stage_gpus
 
     @property
     def isolated_duration_s(self) -> float:
@@ -117,19 +125,36 @@ def _link_facts(bandwidth: np.ndarray, latency: np.ndarray, intra_bw: float, int
     return ref_bw, ref_lat, best_bw, best_lat, connected_components(bandwidth)
 
 
-def _sample_arrivals(scenario: Scenario, rng: np.random.Generator) -> list[tuple[float, object, object, int | None]]:
-    """(arrival_s, model, dataset, iterations) per job."""
+def _sample_arrivals(scenario: Scenario, rng: np.random.Generator) -> list[tuple[float, object, object, int | None, JobShape]]:
+    """(arrival_s, model, dataset, iterations, shape) per job.
+
+    With one job class the draws are the arrival times, then every job's model, then every job's dataset; with
+    several, each job's class is drawn by weight first, then its model and dataset within the class.
+    """
     wl = scenario.workload
     if wl.arrival.process == "trace":
         rows = wl.trace[: wl.num_jobs]
-        return [(r.submit_time_s, r.model, r.dataset, r.iterations) for r in rows]
+        return [(r.submit_time_s, r.model, r.dataset, r.iterations, r.shape or wl.shape) for r in rows]
     if wl.arrival.process == "poisson":
         times = np.cumsum(rng.exponential(wl.arrival.mean_interarrival_s, size=wl.num_jobs))
     else:
         times = np.zeros(wl.num_jobs)
-    model_idx = rng.integers(0, len(wl.models), size=wl.num_jobs)
-    data_idx = rng.integers(0, len(wl.datasets), size=wl.num_jobs)
-    return [(float(t), wl.models[m], wl.datasets[d], None) for t, m, d in zip(times, model_idx, data_idx)]
+    classes = wl.job_classes()
+    if len(classes) == 1:
+        (only,) = classes
+        model_idx = rng.integers(0, len(only.models), size=wl.num_jobs)
+        data_idx = rng.integers(0, len(only.datasets), size=wl.num_jobs)
+        return [
+            (float(t), only.models[m], only.datasets[d], None, only.shape) for t, m, d in zip(times, model_idx, data_idx)
+        ]
+    weights = np.array([c.weight for c in classes])
+    jobs = []
+    for t, c in zip(times, rng.choice(len(classes), size=wl.num_jobs, p=weights / weights.sum())):
+        job_class = classes[c]
+        model = job_class.models[rng.integers(0, len(job_class.models))]
+        dataset = job_class.datasets[rng.integers(0, len(job_class.datasets))]
+        jobs.append((float(t), model, dataset, None, job_class.shape))
+    return jobs
 
 
 PROFILE_CACHE_SIZE = 256  # model profiles kept per cache; cleared when full (randomised worlds rarely repeat)
@@ -170,14 +195,14 @@ def sample_world(scenario: Scenario, rng: np.random.Generator, profile_cache: di
         profile_cache.clear()
     world_key = (num_gpus.tobytes(), bandwidth.tobytes())
     links = None  # the reference and best links, read only when a profile is computed
-    for job_id, (arrival_s, model, dataset, iterations) in enumerate(_sample_arrivals(scenario, rng)):
-        profile = profile_cache.get((model, world_key))
+    for job_id, (arrival_s, model, dataset, iterations, shape) in enumerate(_sample_arrivals(scenario, rng)):
+        profile = profile_cache.get((model, shape, world_key))
         if profile is None:
             links = links or _link_facts(bandwidth, latency, net.intra_bandwidth_gbps, net.intra_latency_s)
-            profile = profile_cache[(model, world_key)] = _model_profile(
-                model, scenario, num_gpus, tflops, memory, busy, idle, pue, *links, schedule
+            profile = profile_cache[(model, shape, world_key)] = _model_profile(
+                model, shape, scenario, num_gpus, tflops, memory, busy, idle, pue, *links, schedule
             )
-        jobs.append(_make_job(job_id, arrival_s, model, dataset, iterations, scenario, profile))
+        jobs.append(_make_job(job_id, arrival_s, model, dataset, iterations, scenario, shape, profile))
     return World(
         scenario=scenario,
         num_gpus=num_gpus,
@@ -197,7 +222,7 @@ def sample_world(scenario: Scenario, rng: np.random.Generator, profile_cache: di
 
 @dataclass(frozen=True, slots=True, eq=False)
 class _ModelProfile:
-    """Everything about a model in one world that does not depend on the job's dataset or arrival."""
+    """Everything about a model of one shape in one world that does not depend on the job's dataset or arrival."""
 
     num_stages: int
     activation_bytes: float
@@ -205,60 +230,76 @@ class _ModelProfile:
     fits: np.ndarray
     isolated_iteration_s: float
     lower_bound_iteration_s: float
-    lower_bound_stage_energy_j: float  # per stage and iteration, on the most frugal region type
+    lower_bound_stage_energy_j: float  # per stage (all replicas) and iteration, on the most frugal region type
     typical_demand_gbps: float
     isolated_power_w: float
+    allreduce_s: float
+
+
+def _num_stages(model, shape: JobShape, scenario, sizing, tflops, memory, ref_bw, ref_lat) -> int | None:
+    """The job's stage count S under its sizing rule (None if no count fits the room it has)."""
+    room = sizing.room_stages if shape.max_stages is None else min(shape.max_stages, sizing.room_stages)
+    if shape.sizing == SIZING_FIXED:
+        return shape.pipeline_stages if sizing.min_stages <= shape.pipeline_stages <= sizing.room_stages else None
+    if shape.sizing == SIZING_MEMORY:
+        return sizing.min_stages if sizing.min_stages <= min(room, model.layers) else None
+    net = scenario.network
+    ref = sizing.ref_region
+    return pipeline.optimal_stages(
+        model.params, model.layers, model.hidden, shape.micro_batch_size, shape.seq_len, shape.num_microbatches,
+        tflops[ref], memory[ref], scenario.mfu, ref_bw, ref_lat, shape.gpus_per_stage, scenario.pipeline_schedule,
+        room, shape.data_parallel, net.intra_bandwidth_gbps, net.intra_latency_s,
+    )
 
 
 def _model_profile(
-    model, scenario, num_gpus, tflops, memory, busy, idle, pue, ref_bw, ref_lat, best_bw, best_lat, components, schedule
+    model, shape: JobShape, scenario, num_gpus, tflops, memory, busy, idle, pue, ref_bw, ref_lat, best_bw, best_lat,
+    components, schedule,
 ) -> _ModelProfile:
-    wl = scenario.workload
-    b, s, m, g = wl.micro_batch_size, wl.seq_len, wl.num_microbatches, wl.gpus_per_stage
+    b, s, m, g, d = shape.micro_batch_size, shape.seq_len, shape.num_microbatches, shape.gpus_per_stage, shape.data_parallel
     sizing = size_job(
-        model.params, model.layers, model.hidden, b, s, m, g, schedule, num_gpus, memory, tflops, components
+        model.params, model.layers, model.hidden, b, s, m, g, schedule, num_gpus, memory, tflops, components, d
     )
     if sizing is None:
         raise ValueError(f"model {model.name} fits no GPU memory in this episode")
     ref_region = sizing.ref_region
     # Never ask for more GPUs than one connected group of regions with enough memory holds.
-    max_stages = sizing.room_stages if wl.max_stages is None else min(wl.max_stages, sizing.room_stages)
-    k_star = pipeline.optimal_stages(
-        model.params, model.layers, model.hidden, b, s, m, tflops[ref_region], memory[ref_region], scenario.mfu,
-        ref_bw, ref_lat, g, schedule, max_stages,
-    )
+    k_star = _num_stages(model, shape, scenario, sizing, tflops, memory, ref_bw, ref_lat)
     if k_star is None:
         raise ValueError(f"model {model.name} fits no connected group of regions in this episode")
-    stage_bytes = pipeline.stage_memory_bytes(model.params, model.layers, model.hidden, k_star, b, s, m, schedule)
+    stage_bytes = pipeline.stage_memory_bytes(model.params, model.layers, model.hidden, k_star, b, s, m, schedule, d)
     fits = np.array([pipeline.fits_memory(stage_bytes, memory[r], g) for r in range(len(num_gpus))])
     forward = np.array(
         [pipeline.forward_time_s(model.params, k_star, b, s, tflops[r], scenario.mfu, g) for r in range(len(num_gpus))]
     )
     act = pipeline.activation_bytes(b, s, model.hidden)
-    ref_x = transfer_time_s(act, ref_bw)
-    isolated = float(pipeline.uniform_iteration_time_s(forward[ref_region], k_star, ref_x, ref_lat, m, schedule))
+    net = scenario.network
+    allreduce = float(
+        pipeline.allreduce_time_s(model.params, k_star, g, d, net.intra_bandwidth_gbps, net.intra_latency_s)
+    )
+    ref_x = transfer_time_s(d * act, ref_bw)
+    isolated = float(pipeline.uniform_iteration_time_s(forward[ref_region], k_star, ref_x, ref_lat, m, schedule)) + allreduce
     # Lower bound: every stage on the fastest GPU it fits, every boundary on the best link (monotone model).
     fastest = float(forward[fits].min())
-    best_x = transfer_time_s(act, best_bw)
-    lb_iter = float(pipeline.uniform_iteration_time_s(fastest, k_star, best_x, best_lat, m, schedule))
+    best_x = transfer_time_s(d * act, best_bw)
+    lb_iter = float(pipeline.uniform_iteration_time_s(fastest, k_star, best_x, best_lat, m, schedule)) + allreduce
     busy_s = m * (1.0 + pipeline.BACKWARD_TO_FORWARD) * forward
-    stage_energy_j = (idle * lb_iter + (busy - idle) * busy_s) * pue * g  # (R,) per stage per iteration
+    stage_energy_j = (idle * lb_iter + (busy - idle) * busy_s) * pue * (g * d)  # (R,) per stage per iteration
     typical_stage_s = (1.0 + pipeline.BACKWARD_TO_FORWARD) * float(np.median(forward[fits]))
     per_gpu_w = gpu_power_w(1, idle, busy, np.minimum(busy_s / isolated, 1.0), pue)  # (R,) alone, isolated pace
-    isolated_power_w = float(np.median(per_gpu_w[fits])) * (int(k_star) * g)
+    isolated_power_w = float(np.median(per_gpu_w[fits])) * (int(k_star) * g * d)
     for array in (forward, fits):  # shared by every job of the model, and across episodes by the profile cache
         array.flags.writeable = False
     return _ModelProfile(
         int(k_star), act, forward, fits, isolated, lb_iter, float(stage_energy_j[fits].min()),
-        rate_gbps(act, typical_stage_s), isolated_power_w,
+        rate_gbps(d * act, typical_stage_s), isolated_power_w, allreduce,
     )
 
 
-def _make_job(job_id, arrival_s, model, dataset, iterations, scenario, profile: _ModelProfile) -> Job:
-    wl = scenario.workload
-    b, s, m, g = wl.micro_batch_size, wl.seq_len, wl.num_microbatches, wl.gpus_per_stage
+def _make_job(job_id, arrival_s, model, dataset, iterations, scenario, shape: JobShape, profile: _ModelProfile) -> Job:
+    b, s, m, d = shape.micro_batch_size, shape.seq_len, shape.num_microbatches, shape.data_parallel
     if iterations is None:
-        iterations = pipeline.iterations_for(dataset.tokens, wl.epochs, b, s, m)
+        iterations = pipeline.iterations_for(dataset.tokens, scenario.workload.epochs, b, s, m, d)
     k_star, act, forward, fits = profile.num_stages, profile.activation_bytes, profile.forward_s, profile.fits
     isolated, lb_iter = profile.isolated_iteration_s, profile.lower_bound_iteration_s
     lb_energy_kwh = profile.lower_bound_stage_energy_j * k_star * iterations / JOULES_PER_KWH
@@ -273,7 +314,7 @@ def _make_job(job_id, arrival_s, model, dataset, iterations, scenario, profile: 
         micro_batch_size=b,
         seq_len=s,
         num_microbatches=m,
-        gpus_per_stage=g,
+        gpus_per_stage=shape.gpus_per_stage,
         iterations=int(iterations),
         num_stages=int(k_star),
         activation_bytes=act,
@@ -284,5 +325,6 @@ def _make_job(job_id, arrival_s, model, dataset, iterations, scenario, profile: 
         lower_bound_energy_kwh=lb_energy_kwh,
         typical_demand_gbps=profile.typical_demand_gbps,
         isolated_power_w=profile.isolated_power_w,
+        data_parallel=d,
+        allreduce_s=profile.allreduce_s,
     )
-

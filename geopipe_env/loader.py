@@ -31,6 +31,11 @@ from geopipe_env.catalog import DATASET_CATALOG, GPU_CATALOG, MODEL_CATALOG, Dat
 from geopipe_env.physics.pipeline import ONE_F_ONE_B, SCHEDULES
 from geopipe_env.scenario import (
     HOURS_PER_YEAR,
+    PIPELINE_SIZINGS,
+    SIZING_FIXED,
+    SIZING_KSTAR,
+    JobClass,
+    JobShape,
     MAX_BACKGROUND_FRACTION,
     ArrivalSpec,
     BackgroundTraffic,
@@ -57,7 +62,7 @@ DEFAULT_INTRA_LATENCY_MS = 0.05  # DESIGN §8 example
 DEFAULT_BACKGROUND_PERIOD_H = 24.0  # diurnal
 RULES = ("endpoint_mean", "matrix")
 ARRIVAL_PROCESSES = ("batch", "poisson", "trace")
-TRACE_COLUMNS = ("submit_time_s", "model", "dataset", "iterations")
+TRACE_COLUMNS = ("submit_time_s", "model", "dataset", "iterations", "gpus_per_stage", "data_parallel", "global_batch_size", "pipeline_stages")
 NUM_LISTED_CHOICES = 8  # how many valid names an error message lists before "…"
 
 _MISSING = object()
@@ -413,7 +418,7 @@ def _build(data: Any, base_dir: Path, default_name: str) -> Scenario:
     rule = network_section.string("rule", choices=RULES)
     regions = _regions(root, gpu_types, rule, base_dir)
     network = _network(network_section, regions, rule)
-    workload, model_paths = _workload(root.section("workload", _WORKLOAD_KEYS, required=True), base_dir)
+    workload, checks = _workload(root.section("workload", _WORKLOAD_KEYS, required=True), base_dir)
     randomize = _randomize(root.section("randomize", ("bandwidth_scale", "gpu_scale")))
     objective = root.section("objective", ("cost_weight",))
     cost_weight = objective.number("cost_weight", default=1.0, minimum=0.0) if objective else 1.0
@@ -431,7 +436,7 @@ def _build(data: Any, base_dir: Path, default_name: str) -> Scenario:
         bill_idle_capacity=bill_idle,
         pipeline_schedule=schedule,
     )
-    _check_feasible(scenario, model_paths)
+    _check_feasible(scenario, checks)
     return scenario
 
 
@@ -760,25 +765,124 @@ def _matrix_entries(section: _Section, ids: list[str], rule: str) -> dict[tuple[
     return entries
 
 
-_WORKLOAD_KEYS = (
-    "num_jobs",
-    "arrival",
-    "models",
-    "datasets",
+# Keys that set a job's shape, at the workload level (the default job) or in a job class.
+_SHAPE_KEYS = (
     "micro_batch_size",
     "seq_len",
     "num_microbatches",
+    "global_batch_size",
     "gpus_per_stage",
-    "epochs",
+    "data_parallel",
+    "pipeline_sizing",
+    "pipeline_stages",
     "max_stages",
-    "trace",
 )
+# Pairs of keys of which one replaces the other: a class that gives one drops the other inherited from the workload.
+_EXCLUSIVE_SHAPE_KEYS = (("num_microbatches", "global_batch_size"), ("pipeline_sizing", "pipeline_stages"))
+_WORKLOAD_KEYS = ("num_jobs", "arrival", "models", "datasets", "epochs", "trace", "job_classes", *_SHAPE_KEYS)
+_CLASS_KEYS = ("name", "weight", "models", "datasets", *_SHAPE_KEYS)
 _MODEL_KEYS = ("name", "params_b", "layers", "hidden")
 _DATASET_KEYS = ("name", "tokens")
+TRACE_SHAPE_COLUMNS = ("gpus_per_stage", "data_parallel", "global_batch_size", "pipeline_stages")
+DEFAULT_SHAPE = JobShape()
+
+_Raw = dict[str, tuple[Any, str]]  # shape key → (value as written, its key path)
 
 
-def _workload(section: _Section, base_dir: Path) -> tuple[WorkloadSpec, dict[ModelSpec, str]]:
-    """The workload recipe, and for each model the key path that introduced it (for feasibility errors)."""
+def _raw_shape(section: _Section) -> _Raw:
+    """The shape keys a section gives, with their key paths."""
+    return {key: (section.data[key], section.at(key)) for key in _SHAPE_KEYS if section.has(key)}
+
+
+def _override(base: _Raw, over: _Raw) -> _Raw:
+    """``base`` with ``over``'s keys on top; a key of an exclusive pair drops its partner from ``base``."""
+    merged = dict(base)
+    for pair in _EXCLUSIVE_SHAPE_KEYS:
+        if any(key in over for key in pair):
+            for key in pair:
+                merged.pop(key, None)
+    merged.update(over)
+    return merged
+
+
+def _shape(raw: _Raw, where: str) -> JobShape:
+    """Validate shape keys into a :class:`JobShape`; ``where`` names the section for errors about a pair of keys."""
+
+    def integer(key: str, default: int | None) -> int | None:
+        if key not in raw:
+            return default
+        value, path = raw[key]
+        return _check_integer(value, path, minimum=1)
+
+    for first, second in _EXCLUSIVE_SHAPE_KEYS:
+        if first in raw and second in raw:
+            raise ScenarioError(
+                raw[second][1], f"given together with {first} ({raw[first][1]})", f"either {first} or {second}"
+            )
+    b = integer("micro_batch_size", DEFAULT_SHAPE.micro_batch_size)
+    d = integer("data_parallel", DEFAULT_SHAPE.data_parallel)
+    m = integer("num_microbatches", DEFAULT_SHAPE.num_microbatches)
+    global_batch = integer("global_batch_size", None)
+    if global_batch is not None:
+        if global_batch % (b * d):
+            raise ScenarioError(
+                raw["global_batch_size"][1],
+                f"{global_batch} sequences do not split into micro-batches of {b} over {d} replicas "
+                f"(micro_batch_size × data_parallel = {b * d})",
+                f"a multiple of {b * d}",
+            )
+        m = global_batch // (b * d)
+    sizing = SIZING_KSTAR
+    if "pipeline_sizing" in raw:
+        sizing = _check_string(raw["pipeline_sizing"][0], raw["pipeline_sizing"][1], PIPELINE_SIZINGS)
+    stages = integer("pipeline_stages", None)
+    if stages is not None:
+        sizing = SIZING_FIXED
+    return JobShape(
+        micro_batch_size=b,
+        seq_len=integer("seq_len", DEFAULT_SHAPE.seq_len),
+        num_microbatches=m,
+        gpus_per_stage=integer("gpus_per_stage", DEFAULT_SHAPE.gpus_per_stage),
+        data_parallel=d,
+        sizing=sizing,
+        pipeline_stages=stages,
+        max_stages=integer("max_stages", None),
+    )
+
+
+def _job_classes(
+    section: _Section, base: _Raw, models: list[tuple[str, ModelSpec]], datasets: list[DatasetSpec]
+) -> tuple[list[JobClass], list[tuple[JobShape, list[tuple[str, ModelSpec]], str]]]:
+    """The workload's job classes, and per class (shape, its models with their key paths, the class's key path)."""
+    classes, checks = [], []
+    names: set[str] = set()
+    for path, item in section.items("job_classes", "job class mappings {name, weight, models, ...}"):
+        entry = _Section(item, path, _CLASS_KEYS)
+        name = entry.string("name", default=f"class-{len(classes)}")
+        if name in names:
+            raise ScenarioError(entry.at("name"), f"duplicate class name {name!r}", "a name used by one class only")
+        names.add(name)
+        weight = entry.number("weight", default=1.0, minimum=0.0, exclusive=True)
+        class_models = models
+        if entry.has("models"):
+            class_models = [(p, _model(m, p, default_name=f"{name}-model-{i}")) for i, (p, m) in enumerate(
+                entry.items("models", "catalog keys or {name, params_b, layers, hidden}"))]
+        elif not class_models:
+            raise ScenarioError(entry.at("models"), "missing", "the class's models (or workload.models for every class)")
+        class_datasets = datasets
+        if entry.has("datasets"):
+            class_datasets = [_dataset(d, p) for p, d in entry.items("datasets", "catalog keys or {name, tokens}")]
+        elif not class_datasets:
+            raise ScenarioError(entry.at("datasets"), "missing", "the class's datasets (or workload.datasets for every class)")
+        shape = _shape(_override(base, _raw_shape(entry)), path)
+        classes.append(JobClass(name, weight, tuple(m for _, m in class_models), tuple(class_datasets), shape))
+        checks.append((shape, class_models, path))
+    return classes, checks
+
+
+def _workload(section: _Section, base_dir: Path) -> tuple[WorkloadSpec, list[tuple[JobShape, list[tuple[str, ModelSpec]], str]]]:
+    """The workload recipe, and the feasibility checks it needs: per job shape, its models (each with the key path
+    that introduced it) and the key path of the shape."""
     arrival = section.section("arrival", ("process", "mean_interarrival_h"), required=True)
     process = arrival.string("process", choices=ARRIVAL_PROCESSES)
     mean_interarrival_s = 0.0
@@ -789,18 +893,27 @@ def _workload(section: _Section, base_dir: Path) -> tuple[WorkloadSpec, dict[Mod
             arrival.at("mean_interarrival_h"), f"has no effect with process {process}", "it only with process: poisson"
         )
     is_trace = process == "trace"
+    has_classes = section.has("job_classes")
+    if is_trace and has_classes:
+        raise ScenarioError(
+            section.at("job_classes"), "given with arrival process trace", "shapes per row (trace columns) with a trace"
+        )
 
     models: list[tuple[str, ModelSpec]] = []
-    if section.has("models") or not is_trace:
+    if section.has("models") or not (is_trace or has_classes):
         items = section.items("models", "catalog keys or {name, params_b, layers, hidden}")
         models = [(p, _model(m, p, default_name=f"model-{i}")) for i, (p, m) in enumerate(items)]
     datasets: list[DatasetSpec] = []
-    if section.has("datasets") or not is_trace:
+    if section.has("datasets") or not (is_trace or has_classes):
         datasets = [_dataset(d, p) for p, d in section.items("datasets", "catalog keys or {name, tokens}")]
+    base = _raw_shape(section)
+    shape = _shape(base, section.path)
+    checks = [(shape, models, "workload")]
 
+    classes: list[JobClass] = []
     trace: tuple[TraceJob, ...] = ()
     if is_trace:
-        rows = _trace(section.section("trace", ("csv",), required=True), base_dir, [m for _, m in models], datasets)
+        rows = _trace(section.section("trace", ("csv",), required=True), base_dir, [m for _, m in models], datasets, base)
         num_jobs = section.integer("num_jobs", default=len(rows))
         if num_jobs > len(rows):
             raise ScenarioError(
@@ -814,6 +927,9 @@ def _workload(section: _Section, base_dir: Path) -> tuple[WorkloadSpec, dict[Mod
                 models.append((f"{row_path}.model", job.model))
             if job.dataset is not None and job.dataset not in datasets:
                 datasets.append(job.dataset)
+            if job.shape is not None:
+                checks.append((job.shape, [(f"{row_path}.model", job.model)], row_path))
+        checks[0] = (shape, [(p, m) for p, m in models if any(j.shape is None and j.model == m for j in trace)], "workload")
     else:
         if section.has("trace"):
             raise ScenarioError(
@@ -822,24 +938,31 @@ def _workload(section: _Section, base_dir: Path) -> tuple[WorkloadSpec, dict[Mod
                 "a trace only with arrival: {process: trace}",
             )
         num_jobs = section.integer("num_jobs")
+        if has_classes:
+            classes, checks = _job_classes(section, base, models, datasets)
+            for _, class_models, _ in checks:  # every model and dataset of the classes, listed once
+                models += [(p, m) for p, m in class_models if m not in (known for _, known in models)]
+            for job_class in classes:
+                datasets += [d for d in job_class.datasets if d not in datasets]
 
     workload = WorkloadSpec(
         num_jobs=num_jobs,
         arrival=ArrivalSpec(process=process, mean_interarrival_s=mean_interarrival_s),
         models=tuple(m for _, m in models),
         datasets=tuple(datasets),
-        micro_batch_size=section.integer("micro_batch_size", default=1),
-        seq_len=section.integer("seq_len", default=2048),
-        num_microbatches=section.integer("num_microbatches", default=32),
-        gpus_per_stage=section.integer("gpus_per_stage", default=1),
+        micro_batch_size=shape.micro_batch_size,
+        seq_len=shape.seq_len,
+        num_microbatches=shape.num_microbatches,
+        gpus_per_stage=shape.gpus_per_stage,
         epochs=section.number("epochs", default=1.0, minimum=0.0, exclusive=True),
-        max_stages=section.integer("max_stages", default=None),
+        max_stages=shape.max_stages,
         trace=trace,
+        data_parallel=shape.data_parallel,
+        pipeline_sizing=shape.sizing if shape.sizing != SIZING_FIXED else SIZING_KSTAR,
+        pipeline_stages=shape.pipeline_stages,
+        classes=tuple(classes),
     )
-    model_paths: dict[ModelSpec, str] = {}
-    for path, model in models:
-        model_paths.setdefault(model, path)
-    return workload, model_paths
+    return workload, checks
 
 
 def _catalog_entry(item: str, path: str, catalog: dict[str, Any], kind: str, inline: str) -> Any:
@@ -900,15 +1023,19 @@ def _read_csv(path: str, file: Path, expected_columns: str) -> list[list[str]]:
 
 
 def _trace(
-    section: _Section, base_dir: Path, models: list[ModelSpec], datasets: list[DatasetSpec]
+    section: _Section, base_dir: Path, models: list[ModelSpec], datasets: list[DatasetSpec], base: _Raw
 ) -> list[tuple[str, TraceJob]]:
     """The trace CSV's rows as (key path, job), sorted by submission time (stable).
 
     A row's key path is ``workload.trace.csv[i]`` with ``i`` its 0-based index among the file's non-blank data rows.
+    Optional columns (``TRACE_SHAPE_COLUMNS``) give a row its own shape on top of the workload's keys; an empty
+    cell keeps the workload's value.
     """
     path = section.at("csv")
     file = base_dir / section.string("csv")
-    expected_columns = "columns submit_time_s, model, and dataset or iterations"
+    expected_columns = (
+        "columns submit_time_s, model, and dataset or iterations (optional: " + ", ".join(TRACE_SHAPE_COLUMNS) + ")"
+    )
     rows = _read_csv(path, file, expected_columns)
     header = [cell.strip() for cell in rows[0]]
     for column in header:
@@ -976,7 +1103,17 @@ def _trace(
                 iterations = 0
             if iterations < 1:
                 raise ScenarioError(f"{row_path}.iterations", f"{where}: got {iterations_text!r}", "an integer >= 1")
-        jobs.append((row_path, TraceJob(submit_time_s, model, dataset, iterations)))
+        own: _Raw = {}
+        for column in TRACE_SHAPE_COLUMNS:
+            if cells.get(column):
+                try:
+                    own[column] = (int(cells[column]), f"{row_path}.{column}")
+                except ValueError:
+                    raise ScenarioError(
+                        f"{row_path}.{column}", f"{where}: got {cells[column]!r}", "an integer >= 1"
+                    ) from None
+        shape = _shape(_override(base, own), row_path) if own else None
+        jobs.append((row_path, TraceJob(submit_time_s, model, dataset, iterations, shape)))
     return sorted(jobs, key=lambda row: row[1].submit_time_s)
 
 
@@ -1013,63 +1150,83 @@ def _gpu_counts_to_check(scenario: Scenario) -> list[tuple[str, list[int]]]:
     return checks
 
 
-def _check_feasible(scenario: Scenario, model_paths: dict[ModelSpec, str]) -> None:
+def _check_feasible(scenario: Scenario, checks: list[tuple[JobShape, list[tuple[str, ModelSpec]], str]]) -> None:
     """Reject a world in which some job of the workload could never be placed.
 
     Fewer GPUs only make placement harder, so checking the low end of ``gpu_scale`` covers every episode.
     """
-    gpus_per_stage = scenario.workload.gpus_per_stage
     components = connected_components(scenario.network.bandwidth_gbps)
     for scale_path, counts in _gpu_counts_to_check(scenario):
-        if gpus_per_stage > max(counts):
-            raise ScenarioError(
-                scale_path or "workload.gpus_per_stage",
-                f"{gpus_per_stage} GPUs per stage exceed the largest region's {max(counts)} GPUs",
-                "a stage that fits inside one region",
-            )
-        for model, model_path in model_paths.items():
-            _check_model(scenario, model, model_path, scale_path, np.array(counts), components)
+        for shape, models, shape_path in checks:
+            if not models:
+                continue
+            if shape.stage_gpus > max(counts):
+                raise ScenarioError(
+                    scale_path or _join(shape_path, "data_parallel" if shape.data_parallel > 1 else "gpus_per_stage"),
+                    f"a stage takes {shape.gpus_per_stage} GPU(s) × {shape.data_parallel} replica(s) = "
+                    f"{shape.stage_gpus} GPUs, more than the largest region's {max(counts)}",
+                    "a stage whose replicas fit inside one region",
+                )
+            for model_path, model in models:
+                _check_model(scenario, model, model_path, shape, shape_path, scale_path, np.array(counts), components)
 
 
 def _check_model(
     scenario: Scenario,
     model: ModelSpec,
     model_path: str,
+    shape: JobShape,
+    shape_path: str,
     scale_path: str,
     counts: np.ndarray,
     components: list[np.ndarray],
 ) -> None:
-    """One model against the world, by the sizing rule the generator uses to pick K* (see ``sizing``)."""
-    wl, regions = scenario.workload, scenario.regions
+    """One model of one shape against the world, by the sizing rule the generator uses (see ``sizing``)."""
+    regions = scenario.regions
+    b, s, m, t, d = shape.micro_batch_size, shape.seq_len, shape.num_microbatches, shape.gpus_per_stage, shape.data_parallel
     memory_gb = np.array([r.gpu.memory_gb for r in regions])
     sizing = size_job(
-        model.params, model.layers, model.hidden, wl.micro_batch_size, wl.seq_len, wl.num_microbatches,
-        wl.gpus_per_stage, scenario.pipeline_schedule, counts, memory_gb, np.array([r.gpu.tflops for r in regions]),
-        components,
+        model.params, model.layers, model.hidden, b, s, m, t, scenario.pipeline_schedule, counts, memory_gb,
+        np.array([r.gpu.tflops for r in regions]), components, d,
     )
     if sizing is None:
         raise ScenarioError(
             model_path,
             f"model {model.name!r} ({model.params_b:g}B params) fits no GPU memory in this scenario, even at one "
-            f"stage per layer on the largest GPU ({max(memory_gb):g} GB) with b={wl.micro_batch_size}, "
-            f"s={wl.seq_len}, M={wl.num_microbatches} and {wl.gpus_per_stage} GPU(s) per stage",
+            f"stage per layer on the largest GPU ({max(memory_gb):g} GB) with b={b}, s={s}, M={m} and {t} GPU(s) "
+            "per stage",
             "a model whose stages fit GPU memory (more gpus_per_stage, a smaller micro_batch_size or seq_len, "
             "or a GPU with more memory)",
         )
     need_stages, ref_memory_gb = sizing.min_stages, memory_gb[sizing.ref_region]
-    need_gpus = need_stages * wl.gpus_per_stage
+    if shape.pipeline_stages is not None:
+        stages_path = _join(shape_path, "pipeline_stages")
+        if shape.pipeline_stages > model.layers:
+            raise ScenarioError(
+                stages_path, f"{shape.pipeline_stages} stages for model {model.name!r} with {model.layers} layers",
+                f"at most {model.layers} (one layer per stage)",
+            )
+        if shape.pipeline_stages < need_stages:
+            raise ScenarioError(
+                stages_path,
+                f"{shape.pipeline_stages} stages of model {model.name!r} do not fit {ref_memory_gb:g} GB GPUs at "
+                f"{t} GPU(s) per stage",
+                f"at least {need_stages} stages (or more gpus_per_stage)",
+            )
+        need_stages = shape.pipeline_stages
+    need_gpus = need_stages * shape.stage_gpus
     if need_stages > sizing.total_stages:
         raise ScenarioError(
             scale_path or model_path,
-            f"model {model.name!r} needs at least {need_stages} stages × {wl.gpus_per_stage} GPU(s) = {need_gpus} "
-            f"GPUs of >= {ref_memory_gb:g} GB, but the scenario has {sizing.total_stages * wl.gpus_per_stage}"
+            f"model {model.name!r} needs at least {need_stages} stages × {t} GPU(s) × {d} replica(s) = {need_gpus} "
+            f"GPUs of >= {ref_memory_gb:g} GB, but the scenario's regions hold {sizing.total_stages} such stages"
             + (" at the low end of the GPU scale" if scale_path else ""),
-            f"at least {need_gpus} such GPUs in total",
+            f"at least {need_gpus} such GPUs in total, in whole stages of {shape.stage_gpus} GPUs per region",
         )
-    if wl.max_stages is not None and need_stages > wl.max_stages:
+    if shape.max_stages is not None and need_stages > shape.max_stages:
         raise ScenarioError(
-            "workload.max_stages",
-            f"{wl.max_stages} stages are too few for model {model.name!r}, which needs at least {need_stages} "
+            _join(shape_path, "max_stages"),
+            f"{shape.max_stages} stages are too few for model {model.name!r}, which needs at least {need_stages} "
             f"to fit {ref_memory_gb:g} GB GPUs",
             f"max_stages >= {need_stages}",
         )
@@ -1079,7 +1236,7 @@ def _check_model(
         raise ScenarioError(
             scale_path or "network.matrix",
             f"the network splits into {len(components)} disconnected groups ({groups}) and model {model.name!r} "
-            f"needs {need_gpus} GPUs, more than any group has (at most {sizing.room_stages * wl.gpus_per_stage})",
+            f"needs {need_gpus} GPUs, more than any group has (at most {sizing.room_stages * shape.stage_gpus})",
             "matrix links that join enough regions for every job to fit inside one connected group",
         )
 

@@ -81,7 +81,7 @@ class PlacementContext:
         """Per region, how many of this job's stages it can hold now (0 where memory does not fit)."""
         free = self._free_lists.get(job.profile_key)
         if free is None:
-            g = job.gpus_per_stage
+            g = job.stage_gpus
             free = [n // g if fits else 0 for n, fits in zip(self.free_gpus, job.fits.tolist())]
             self._free_lists[job.profile_key] = free
         return free
@@ -236,11 +236,11 @@ def cr_ldf(ctx: PlacementContext, job: Job) -> Placement | None:
 
 
 def comm_fits_compute(ctx: PlacementContext, job: Job, a: int, b: int) -> bool:
-    """BACE-Pipe's admission rule for a boundary a→b: ``A·8/B_avail + latency <= t_stage`` (no stall)."""
+    """BACE-Pipe's admission rule for a boundary a→b: ``d·A·8/B_avail + latency <= t_stage`` (no stall)."""
     spare = min(ctx.spare[a][b], ctx.spare[b][a])
     if spare <= 0.0:
         return False
-    comm_s = transfer_time_s(job.activation_bytes, spare) + ctx.latency[a][b]
+    comm_s = transfer_time_s(job.wan_message_bytes, spare) + ctx.latency[a][b]
     forward = ctx.forward(job)
     stage_s = (1.0 + pipeline.BACKWARD_TO_FORWARD) * min(forward[a], forward[b])
     return comm_s <= stage_s

@@ -123,19 +123,72 @@ class ArrivalSpec:
     mean_interarrival_s: float = 0.0
 
 
+SIZING_KSTAR = "kstar"  # K* = argmin_K T_iter(K) on a reference placement (BACE-Pipe's rule)
+SIZING_MEMORY = "memory"  # the fewest stages whose memory fits
+SIZING_FIXED = "fixed"  # ``pipeline_stages`` given
+PIPELINE_SIZINGS = (SIZING_KSTAR, SIZING_MEMORY)  # the values ``pipeline_sizing`` takes in a scenario file
+
+
+@dataclass(frozen=True, slots=True)
+class JobShape:
+    """A job's parallel shape: tensor (``gpus_per_stage``), pipeline (sizing) and data (``data_parallel``) degrees.
+
+    A job holds ``S · gpus_per_stage · data_parallel`` GPUs; each of its ``S`` stages puts its ``data_parallel``
+    replicas (``gpus_per_stage`` GPUs each, inside one node) in one region. ``num_microbatches`` is per replica
+    and iteration: ``global_batch_size / (micro_batch_size · data_parallel)`` when a global batch is given.
+    """
+
+    micro_batch_size: int = 1
+    seq_len: int = 2048
+    num_microbatches: int = 32
+    gpus_per_stage: int = 1
+    data_parallel: int = 1
+    sizing: str = SIZING_KSTAR
+    pipeline_stages: int | None = None  # with sizing "fixed"
+    max_stages: int | None = None
+
+    @property
+    def stage_gpus(self) -> int:
+        """GPUs one pipeline stage takes over all replicas: ``gpus_per_stage · data_parallel``."""
+        return self.gpus_per_stage * self.data_parallel
+
+    @property
+    def sequences_per_iteration(self) -> int:
+        """The global batch: ``micro_batch_size · num_microbatches · data_parallel``."""
+        return self.micro_batch_size * self.num_microbatches * self.data_parallel
+
+
+@dataclass(frozen=True, slots=True)
+class JobClass:
+    """A kind of job in the workload: its models, datasets and shape, drawn with probability ∝ ``weight``."""
+
+    name: str
+    weight: float
+    models: tuple[ModelSpec, ...]
+    datasets: tuple[DatasetSpec, ...]
+    shape: JobShape
+
+
 @dataclass(frozen=True, slots=True)
 class TraceJob:
-    """One row of a job trace: submission time and what to train."""
+    """One row of a job trace: submission time, what to train, and its shape (the workload's unless the row
+    gives its own)."""
 
     submit_time_s: float
     model: ModelSpec
     dataset: DatasetSpec | None
     iterations: int | None
+    shape: JobShape | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class WorkloadSpec:
-    """The recipe from which each episode's jobs are drawn."""
+    """The recipe from which each episode's jobs are drawn.
+
+    ``models``, ``datasets`` and the shape fields describe the default job; ``classes``, when given, replace it by
+    several kinds of job drawn by weight (every model and dataset of the classes is also listed in ``models`` and
+    ``datasets``).
+    """
 
     num_jobs: int
     arrival: ArrivalSpec
@@ -148,6 +201,34 @@ class WorkloadSpec:
     epochs: float = 1.0
     max_stages: int | None = None
     trace: tuple[TraceJob, ...] = ()
+    data_parallel: int = 1
+    pipeline_sizing: str = SIZING_KSTAR
+    pipeline_stages: int | None = None
+    classes: tuple[JobClass, ...] = ()
+
+    @property
+    def shape(self) -> JobShape:
+        """The default job shape (the workload-level keys)."""
+        sizing = SIZING_FIXED if self.pipeline_stages is not None else self.pipeline_sizing
+        return JobShape(
+            self.micro_batch_size, self.seq_len, self.num_microbatches, self.gpus_per_stage, self.data_parallel,
+            sizing, self.pipeline_stages, self.max_stages,
+        )
+
+    def job_classes(self) -> tuple[JobClass, ...]:
+        """The classes jobs are drawn from: ``classes``, or one class of the default shape."""
+        if self.classes:
+            return self.classes
+        return (JobClass("default", 1.0, self.models, self.datasets, self.shape),)
+
+    def shapes(self) -> tuple[tuple[JobShape, tuple[ModelSpec, ...]], ...]:
+        """Every (shape, models) pair a job of this workload can have: the classes, or for a trace each row."""
+        if self.trace:
+            pairs: dict[tuple[JobShape, ModelSpec], None] = {}
+            for row in self.trace:
+                pairs[(row.shape or self.shape, row.model)] = None
+            return tuple((shape, (model,)) for shape, model in pairs)
+        return tuple((c.shape, c.models) for c in self.job_classes())
 
 
 @dataclass(frozen=True, slots=True)

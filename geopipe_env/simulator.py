@@ -102,7 +102,7 @@ class PlacementTiming:
     estimated), so no :class:`pipeline.IterationModel` is kept between rates: it would cost memory for nothing.
     """
 
-    __slots__ = ("_inputs", "_activation_bytes", "_has_wan", "_num_regions", "_power_terms", "_by_rate")
+    __slots__ = ("_inputs", "_wan_message_bytes", "_allreduce_s", "_has_wan", "_num_regions", "_power_terms", "_by_rate")
 
     def __init__(
         self,
@@ -119,12 +119,13 @@ class PlacementTiming:
         arrays = [np.asarray(a, dtype=float) for a in (forward, transfer, latency)]
         arrays.append(np.asarray(wan_pos, dtype=np.intp))
         self._inputs = (*(array.tobytes() for array in arrays), m, schedule_name, exact)  # see _iteration_time_s
-        self._activation_bytes = job.activation_bytes
+        self._wan_message_bytes = job.wan_message_bytes
+        self._allreduce_s = job.allreduce_s
         self._has_wan = bool(placement.num_wan_hops)
         self._num_regions = world.num_regions
         # Per region: (region, GPUs, busy GPU·s per iteration of one GPU, idle W, busy W, PUE), as Python floats.
         busy_per_forward = m * (1.0 + pipeline.BACKWARD_TO_FORWARD)
-        g = job.gpus_per_stage
+        g = job.stage_gpus
         self._power_terms = tuple(
             (
                 r,
@@ -146,8 +147,8 @@ class PlacementTiming:
                 self._by_rate.clear()
             min_cadence = 0.0
             if self._has_wan and rate_gbps > 0.0:
-                min_cadence = transfer_time_s(self._activation_bytes, rate_gbps)
-            t_iter = _iteration_time_s(self._inputs, min_cadence)
+                min_cadence = transfer_time_s(self._wan_message_bytes, rate_gbps)
+            t_iter = _iteration_time_s(self._inputs, min_cadence) + self._allreduce_s
             cached = self._by_rate[rate_gbps] = (t_iter, self._power_w(t_iter))
         return cached
 
@@ -215,6 +216,8 @@ class ClusterSim:
         self.start_s = np.full(n_jobs, np.nan)
         self.finish_s = np.full(n_jobs, np.nan)
         self.ever_stalled = np.zeros(n_jobs, dtype=bool)
+        self.local_iteration_s = np.full(n_jobs, np.nan)  # per launched job: its stages with no WAN boundary
+        self.max_link_utilization = 0.0  # the largest load ÷ capacity of any WAN link so far
         self.waiting: list[int] = []  # job ids in arrival order
         self.running: dict[int, RunningJob] = {}
         self.placements: dict[int, Placement] = {}
@@ -348,6 +351,26 @@ class ClusterSim:
         self.finish_s[jid] = self.now_s
         self.gpu_timeline.append((self.now_s, self.world.num_gpus - self.free_gpus))
 
+    def mean_iteration_s(self) -> np.ndarray:
+        """(num_jobs,) each launched job's mean iteration time so far: time running ÷ iterations done (NaN if it
+        never launched; its current iteration time if it has done no full iteration yet)."""
+        out = np.full(len(self.world.jobs), np.nan)
+        for j, job in enumerate(self.world.jobs):
+            if np.isnan(self.start_s[j]):
+                continue
+            rj = self.running.get(j)
+            if rj is None:
+                out[j] = (self.finish_s[j] - self.start_s[j]) / job.iterations
+                continue
+            done = job.iterations - rj.remaining_iters
+            out[j] = (self.now_s - self.start_s[j]) / done if done >= 1.0 else rj.iteration_s
+        return out
+
+    def comm_slowdown(self) -> np.ndarray:
+        """(num_jobs,) per launched job: mean iteration time on its placement ÷ the same stages with every boundary
+        inside one region (NaN if it never launched)."""
+        return self.mean_iteration_s() / self.local_iteration_s
+
     # ------------------------------------------------------------------ placement physics
     def layout(self, job: Job, placement: Placement) -> Layout:
         """The placement's :class:`Layout` at the current capacities (memoised)."""
@@ -361,6 +384,16 @@ class ClusterSim:
             cached = self._layout_cache[key] = Layout(self.demand_gbps(job, forward), timing, links)
         return cached
 
+    def local_iteration_s_of(self, job: Job, placement: Placement) -> float:
+        """Iteration time of ``placement``'s stages with every boundary inside one region (intra-region link and
+        latency): what the job would take with no WAN. The base of its communication slowdown."""
+        forward, transfer, latency, _ = self._stage_arrays(job, placement)
+        net = self.world.scenario.network
+        transfer[:] = transfer_time_s(job.activation_bytes, net.intra_bandwidth_gbps)
+        latency[:] = float(net.intra_latency_s)
+        no_wan = np.zeros(0, dtype=np.intp)
+        return PlacementTiming(self.world, job, placement, forward, transfer, latency, no_wan, self.exact_timing).at(0.0)[0]
+
     def _stage_arrays(self, job: Job, placement: Placement) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Per-stage forward times and per-boundary transfer/latency at line rate, plus WAN hop positions."""
         net = self.world.scenario.network
@@ -368,20 +401,21 @@ class ClusterSim:
         for r, n in zip(placement.regions, placement.stages):
             forward += [float(job.forward_s[r])] * n
         n_hops = len(forward) - 1
+        # Inside a region each replica has its own link; across regions the d replicas share the WAN link.
         transfer = [transfer_time_s(job.activation_bytes, net.intra_bandwidth_gbps)] * n_hops
         latency = [float(net.intra_latency_s)] * n_hops
         wan_pos = list(itertools.accumulate(placement.stages[:-1], initial=-1))[1:]  # last stage of each region
         for pos, a, b in zip(wan_pos, placement.regions, placement.regions[1:]):
-            transfer[pos] = transfer_time_s(job.activation_bytes, float(self.capacity_gbps[a, b]))
+            transfer[pos] = transfer_time_s(job.wan_message_bytes, float(self.capacity_gbps[a, b]))
             latency[pos] = float(self.world.latency_s[a, b])
         arrays = (np.array(forward), np.array(transfer, dtype=float), np.array(latency, dtype=float))
         return (*arrays, np.array(wan_pos, dtype=np.intp))
 
     def demand_gbps(self, job: Job, forward: np.ndarray) -> float:
-        """Rate per WAN hop below which communication stalls this pipeline."""
+        """Rate per WAN hop below which communication stalls this pipeline: ``d·A·8`` per compute cadence."""
         backward = pipeline.BACKWARD_TO_FORWARD * forward
         cadence = pipeline.demand_cadence_s(forward, backward, self.world.scenario.pipeline_schedule)
-        return units.rate_gbps(job.activation_bytes, cadence)
+        return units.rate_gbps(job.wan_message_bytes, cadence)
 
     def check_placement(self, job: Job, placement: Placement) -> str | None:
         """Why ``placement`` cannot be launched for ``job`` now, or None if it can."""
@@ -394,8 +428,8 @@ class ClusterSim:
         for r, n in zip(placement.regions, placement.stages):
             if not job.fits[r]:
                 return f"a stage does not fit GPU memory in region {r}"
-            if n * job.gpus_per_stage > self.free_gpus[r]:
-                return f"region {r} has {self.free_gpus[r]} free GPUs, needs {n * job.gpus_per_stage}"
+            if n * job.stage_gpus > self.free_gpus[r]:
+                return f"region {r} has {self.free_gpus[r]} free GPUs, needs {n * job.stage_gpus}"
         for a, b in zip(placement.regions[:-1], placement.regions[1:]):
             if self.world.bandwidth_gbps[a, b] <= 0.0:
                 return f"no link between regions {a} and {b}"
@@ -432,7 +466,7 @@ class ClusterSim:
             raise InfeasiblePlacement(why)
         gpus = np.zeros(self.world.num_regions, dtype=np.int64)
         for r, n in zip(placement.regions, placement.stages):
-            gpus[r] = n * job.gpus_per_stage
+            gpus[r] = n * job.stage_gpus
         rj = RunningJob(
             job=job, placement=placement, gpus=gpus, layout=self.layout(job, placement), remaining_iters=float(job.iterations)
         )
@@ -441,6 +475,7 @@ class ClusterSim:
         self.waiting.remove(job_id)
         self.status[job_id] = JobStatus.RUNNING
         self.start_s[job_id] = self.now_s
+        self.local_iteration_s[job_id] = self.local_iteration_s_of(job, placement)
         self.running[job_id] = rj
         self.placements[job_id] = placement
         self.gpu_timeline.append((self.now_s, self.world.num_gpus - self.free_gpus))
@@ -464,8 +499,10 @@ class ClusterSim:
             links = list(column)
             usage = np.zeros((len(jobs), len(links)))
             usage[rows, columns] = 1.0
-            rates = max_min_fair(demand, usage, self.capacity_gbps.ravel()[links])
-            link_load[links] = usage.T @ rates
+            capacity = self.capacity_gbps.ravel()[links]
+            rates = max_min_fair(demand, usage, capacity)
+            link_load[links] = load = usage.T @ rates
+            self.max_link_utilization = max(self.max_link_utilization, float((load / capacity).max()))
         else:
             rates = demand
         self.link_load_gbps = link_load.reshape(num_regions, num_regions)
@@ -486,7 +523,7 @@ class ClusterSim:
         rj.stalled = bool(rj.placement.num_wan_hops) and is_stalled(rate_gbps, rj.demand_gbps)
         self.ever_stalled[job.job_id] |= rj.stalled
         rj.power_w = power
-        per_iter_bytes = 2.0 * job.num_microbatches * job.activation_bytes * rj.placement.num_wan_hops
+        per_iter_bytes = 2.0 * job.num_microbatches * job.wan_message_bytes * rj.placement.num_wan_hops
         rj.wan_bytes_per_s = per_iter_bytes / t_iter
         if t_iter != rj.iteration_s:
             rj.iteration_s = t_iter

@@ -58,11 +58,16 @@ def size_job(
     memory_gb: np.ndarray,
     tflops: np.ndarray,
     components: list[np.ndarray],
+    data_parallel: int = 1,
 ) -> JobSizing | None:
-    """The job's reference GPU and room in this world; ``None`` if a stage fits no GPU even at one layer each."""
+    """The job's reference GPU and room in this world; ``None`` if a stage fits no GPU even at one layer each.
+
+    Room counts stages of all ``data_parallel`` replicas: ``gpus_per_stage · data_parallel`` GPUs each.
+    """
     min_stages = [
         pipeline.min_feasible_stages(
-            params, layers, hidden, micro_batch_size, seq_len, num_microbatches, mem, gpus_per_stage, schedule
+            params, layers, hidden, micro_batch_size, seq_len, num_microbatches, mem, gpus_per_stage, schedule,
+            data_parallel,
         )
         for mem in memory_gb
     ]
@@ -72,6 +77,7 @@ def size_job(
     same_type = [int(num_gpus[(memory_gb == memory_gb[r]) & (tflops == tflops[r])].sum()) for r in range(len(num_gpus))]
     ref = max((same_type[r], memory_gb[r], tflops[r], r) for r in fitting)[3]
     big_enough = memory_gb >= memory_gb[ref]
-    total = int(num_gpus[big_enough].sum()) // gpus_per_stage
-    room = max(int(num_gpus[group & big_enough].sum()) for group in components) // gpus_per_stage
+    stages_held = num_gpus // (gpus_per_stage * data_parallel)  # (R,) a stage's replicas share its region
+    total = int(stages_held[big_enough].sum())
+    room = max(int(stages_held[group & big_enough].sum()) for group in components)
     return JobSizing(ref_region=ref, min_stages=int(min_stages[ref]), total_stages=total, room_stages=room)

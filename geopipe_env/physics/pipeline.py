@@ -1,6 +1,6 @@
 """Layer 3: pipeline-parallel timing and memory, as pure functions.
 
-Notation (DESIGN §3): ``P`` parameters, ``S`` stages, ``b`` micro-batch size, ``s`` sequence length, ``h`` hidden
+Notation: ``P`` parameters, ``S`` stages, ``b`` micro-batch size, ``s`` sequence length, ``h`` hidden
 size, ``M`` micro-batches per iteration. A stage's forward time per micro-batch is
 ``t_f = 2·(P/S)·b·s / (g·tflops·1e12·MFU)`` for a stage on ``g`` GPUs, and ``t_b = 2·t_f`` (the 6·P·tokens rule).
 Each stage boundary moves one activation of ``A = b·s·h·2`` bytes forward and a gradient of the same size back.
@@ -53,7 +53,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from geopipe_env.units import BF16_BYTES, BYTES_PER_GB, FLOPS_PER_TFLOP
+from geopipe_env.units import BF16_BYTES, BITS_PER_BYTE, BITS_PER_GBIT, BYTES_PER_GB, FLOPS_PER_TFLOP
 
 GPIPE = "gpipe"
 ONE_F_ONE_B = "1f1b"
@@ -61,6 +61,9 @@ SCHEDULES = (GPIPE, ONE_F_ONE_B)
 
 BACKWARD_TO_FORWARD = 2.0  # backward = 2× forward FLOPs: the 6·P·tokens rule (Kaplan et al. 2020)
 STATE_BYTES_PER_PARAM = 16.0  # bf16 weights + grads, fp32 master + Adam m, v (ZeRO paper, Rajbhandari et al. 2020)
+# Of these, the 12 bytes of fp32 master weights and Adam moments are sharded over the data-parallel replicas, as
+# Megatron-LM's distributed optimizer and ZeRO stage 1 do; the bf16 weights and gradients are not.
+SHARDED_STATE_BYTES_PER_PARAM = 12.0
 # Activation checkpointing at layer boundaries keeps one bf16 layer input (b·s·h·2 bytes) per layer and
 # micro-batch in flight; the layer being recomputed needs its full working set, 34·b·s·h bytes with
 # selective recompute (Korthikanti et al. 2022, arXiv 2205.05198).
@@ -100,18 +103,24 @@ def stage_memory_bytes(
     seq_len: int,
     num_microbatches: int,
     schedule: str = ONE_F_ONE_B,
+    data_parallel: int = 1,
 ) -> float | np.ndarray:
-    """Peak memory of the busiest stage (stage 0) of one pipeline, in bytes, before splitting over GPUs.
+    """Peak memory of the busiest stage (stage 0) of one pipeline replica, in bytes, before splitting over GPUs.
 
-    Model state is ``16·P/S``. Stage 0 keeps ``min(S, M)`` micro-batches in flight under 1F1B and all ``M`` under
-    GPipe, each holding a checkpointed input per layer, plus one layer's working set during recompute.
+    Model state is ``(4 + 12/d)·P/S``: ``16·P/S`` for one replica, with the optimizer's 12 bytes per parameter
+    sharded over ``d`` replicas. Stage 0 keeps ``min(S, M)`` micro-batches in flight under 1F1B and all ``M``
+    under GPipe, each holding a checkpointed input per layer, plus one layer's working set during recompute.
     """
     in_flight = num_microbatches if schedule == GPIPE else np.minimum(num_stages, num_microbatches)
     layers_per_stage = -(-layers // num_stages)  # ceil, for an int or an int array of stage counts
     tokens_hidden = micro_batch_size * seq_len * hidden
     checkpoints = in_flight * layers_per_stage * CHECKPOINT_BYTES_PER_TOKEN_HIDDEN * tokens_hidden
     working = WORKING_BYTES_PER_TOKEN_HIDDEN * tokens_hidden
-    return STATE_BYTES_PER_PARAM * params / num_stages + checkpoints + working
+    state_bytes_per_param = STATE_BYTES_PER_PARAM
+    if data_parallel > 1:
+        unsharded = STATE_BYTES_PER_PARAM - SHARDED_STATE_BYTES_PER_PARAM
+        state_bytes_per_param = unsharded + SHARDED_STATE_BYTES_PER_PARAM / data_parallel
+    return state_bytes_per_param * params / num_stages + checkpoints + working
 
 
 def fits_memory(stage_bytes: float | np.ndarray, memory_gb: float, gpus_per_stage: int = 1) -> bool | np.ndarray:
@@ -130,10 +139,13 @@ def min_feasible_stages(
     memory_gb: float,
     gpus_per_stage: int = 1,
     schedule: str = ONE_F_ONE_B,
+    data_parallel: int = 1,
 ) -> int | None:
     """The smallest stage count (at most one stage per layer) whose stages fit; ``None`` if none does."""
     stage_counts = np.arange(1, layers + 1)
-    need = stage_memory_bytes(params, layers, hidden, stage_counts, micro_batch_size, seq_len, num_microbatches, schedule)
+    need = stage_memory_bytes(
+        params, layers, hidden, stage_counts, micro_batch_size, seq_len, num_microbatches, schedule, data_parallel
+    )
     fitting = np.flatnonzero(fits_memory(need, memory_gb, gpus_per_stage))
     return int(stage_counts[fitting[0]]) if fitting.size else None
 
@@ -537,6 +549,28 @@ def _uniform_total_s(
     return s * t + 2.0 * (s - 1.0) * y + extra
 
 
+def allreduce_time_s(
+    params: float,
+    num_stages: int | np.ndarray,
+    gpus_per_stage: int,
+    data_parallel: int,
+    bandwidth_gbps: float,
+    latency_s: float,
+) -> float | np.ndarray:
+    """Gradient all-reduce of one stage's ``d`` data-parallel replicas after an iteration (ring, inside a region).
+
+    Each GPU holds ``2·P/(S·t)`` bytes of bf16 gradients. A ring all-reduce over ``d`` GPUs sends ``2(d−1)/d`` of
+    them through each GPU's link and takes ``2(d−1)`` latency steps (Patarasuk and Yuan 2009; the NCCL ring):
+    ``T = 2(d−1)/d · 2P/(S·t) · 8 / bw + 2(d−1)·ℓ``. Zero for ``d = 1``. Every stage has the same gradient size,
+    so the stages' all-reduces run side by side and one of them is the iteration's cost.
+    """
+    if data_parallel <= 1:
+        return 0.0 * num_stages
+    steps = data_parallel - 1
+    grad_bytes = BF16_BYTES * params / (num_stages * gpus_per_stage)
+    return 2.0 * steps / data_parallel * grad_bytes * BITS_PER_BYTE / (bandwidth_gbps * BITS_PER_GBIT) + 2.0 * steps * latency_s
+
+
 def optimal_stages(
     params: float,
     layers: int,
@@ -552,26 +586,35 @@ def optimal_stages(
     gpus_per_stage: int = 1,
     schedule: str = ONE_F_ONE_B,
     max_stages: int | None = None,
+    data_parallel: int = 1,
+    intra_bandwidth_gbps: float = 0.0,
+    intra_latency_s: float = 0.0,
 ) -> int | None:
-    """K* = argmin_K T_iter(K) over memory-feasible K, on a reference placement (BACE-Pipe, PAPERS.md §1.3).
+    """K* = argmin_K T_iter(K) over memory-feasible K, on a reference placement (BACE-Pipe's sizing rule).
 
     The reference placement puts every stage on the given GPU type and every boundary on a reference link
-    (``ref_bandwidth_gbps``, ``ref_latency_s``). Ties go to the smaller K (fewer GPUs). Returns ``None`` when
-    no K up to ``max_stages`` (default: one stage per layer) fits memory.
+    (``ref_bandwidth_gbps``, ``ref_latency_s``) that carries the ``d`` replicas' messages (``d·A`` per
+    micro-batch); with ``d > 1`` the gradient all-reduce at the intra-region link is added. Ties go to the smaller
+    K (fewer GPUs). Returns ``None`` when no K up to ``max_stages`` (default: one stage per layer) fits memory.
     """
     k_min = min_feasible_stages(
-        params, layers, hidden, micro_batch_size, seq_len, num_microbatches, memory_gb, gpus_per_stage, schedule
+        params, layers, hidden, micro_batch_size, seq_len, num_microbatches, memory_gb, gpus_per_stage, schedule,
+        data_parallel,
     )
     k_max = layers if max_stages is None else min(layers, max_stages)
     if k_min is None or k_min > k_max:
         return None
     ks = np.arange(k_min, k_max + 1)
     f = forward_time_s(params, 1, micro_batch_size, seq_len, tflops, mfu, gpus_per_stage) / ks
-    x = activation_bytes(micro_batch_size, seq_len, hidden) * 8.0 / (ref_bandwidth_gbps * 1e9)
+    x = data_parallel * activation_bytes(micro_batch_size, seq_len, hidden) * 8.0 / (ref_bandwidth_gbps * 1e9)
     t = uniform_iteration_time_s(f, ks, x, ref_latency_s, num_microbatches, schedule)
+    if data_parallel > 1:
+        t = t + allreduce_time_s(params, ks, gpus_per_stage, data_parallel, intra_bandwidth_gbps, intra_latency_s)
     return int(ks[int(np.argmin(t))])
 
 
-def iterations_for(tokens: float, epochs: float, micro_batch_size: int, seq_len: int, num_microbatches: int) -> int:
-    """Iterations to see ``epochs × tokens`` tokens with ``b·s·M`` tokens per iteration (at least one)."""
-    return max(1, math.ceil(tokens * epochs / (micro_batch_size * seq_len * num_microbatches)))
+def iterations_for(
+    tokens: float, epochs: float, micro_batch_size: int, seq_len: int, num_microbatches: int, data_parallel: int = 1
+) -> int:
+    """Iterations to see ``epochs × tokens`` tokens with ``b·s·M·d`` tokens per iteration (at least one)."""
+    return max(1, math.ceil(tokens * epochs / (micro_batch_size * seq_len * num_microbatches * data_parallel)))
