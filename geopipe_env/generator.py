@@ -117,9 +117,9 @@ def _reference_link(bandwidth_gbps: np.ndarray, latency_s: np.ndarray, intra_bw:
 
 
 def _link_facts(bandwidth: np.ndarray, latency: np.ndarray, intra_bw: float, intra_lat: float) -> tuple:
-    """(reference bandwidth, reference latency, best bandwidth, best latency, connected components) of a world."""
+    """(reference bandwidth, reference latency, best WAN bandwidth, best latency, connected components) of a world."""
     ref_bw, ref_lat = _reference_link(bandwidth, latency, intra_bw, intra_lat)
-    best_bw = max(intra_bw, float(bandwidth.max(initial=0.0)))
+    best_bw = float(bandwidth.max(initial=0.0))  # the best WAN link (0 if none)
     wan = bandwidth > 0
     best_lat = min(intra_lat, float(latency[wan].min())) if wan.any() else intra_lat
     return ref_bw, ref_lat, best_bw, best_lat, connected_components(bandwidth)
@@ -281,7 +281,8 @@ def _model_profile(
     isolated = float(pipeline.uniform_iteration_time_s(forward[ref_region], k_star, ref_x, ref_lat, m, schedule)) + allreduce
     # Lower bound: every stage on the fastest GPU it fits, every boundary on the best link (monotone model).
     fastest = float(forward[fits].min())
-    best_x = transfer_time_s(d * act, best_bw)
+    # A boundary moves d·A over the WAN or A per replica inside a region: the faster of the two bounds it.
+    best_x = min(transfer_time_s(d * act, best_bw), transfer_time_s(act, net.intra_bandwidth_gbps))
     lb_iter = float(pipeline.uniform_iteration_time_s(fastest, k_star, best_x, best_lat, m, schedule)) + allreduce
     busy_s = m * (1.0 + pipeline.BACKWARD_TO_FORWARD) * forward
     stage_energy_j = (idle * lb_iter + (busy - idle) * busy_s) * pue * (g * d)  # (R,) per stage per iteration

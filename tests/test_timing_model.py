@@ -133,7 +133,8 @@ def test_placement_hash_survives_pickling():
 
 
 def test_running_jobs_are_timed_by_the_reference_model():
-    """Each running job's iteration time is ``iteration_time`` on its layout at its allocated rate."""
+    """Each running job's iteration time is ``iteration_time`` on its layout at its allocated rate (the d replicas'
+    d·A per WAN message), plus its data-parallel all-reduce."""
     env = gym.make("GeoPipe-v0").unwrapped
     rng = np.random.default_rng(6)
     obs, info = env.reset(seed=6)
@@ -143,12 +144,12 @@ def test_running_jobs_are_timed_by_the_reference_model():
         for rj in env.sim.running.values():
             job = rj.job
             forward, transfer, latency, _ = env.sim._stage_arrays(job, rj.placement)
-            cadence = transfer_time_s(job.activation_bytes, rj.rate_gbps) if rj.placement.num_wan_hops else 0.0
+            cadence = transfer_time_s(job.wan_message_bytes, rj.rate_gbps) if rj.placement.num_wan_hops else 0.0
             want = pipeline.iteration_time(
                 forward, 2.0 * forward, transfer, latency, job.num_microbatches, env.world.scenario.pipeline_schedule,
                 cadence,
             ).total_s
-            assert rj.iteration_s == pytest.approx(want, rel=REL)
+            assert rj.iteration_s == pytest.approx(want + job.allreduce_s, rel=REL)
             checked += 1
         if terminated or truncated:
             break
