@@ -1,4 +1,4 @@
-"""Learned schedulers: load a saved SB3 model as a policy with the protocol of DESIGN §10."""
+"""Learned schedulers: load a saved SB3 model as a policy with the protocol of ``baselines.policy``."""
 
 from agents.loading import AgentPolicy, ObservationSpaceMismatch, load_agent
 

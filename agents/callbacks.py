@@ -49,7 +49,7 @@ def _crossed(num_timesteps: int, previous: int, every: int) -> bool:
 
 
 class EpisodeMetricsCallback(BaseCallback):
-    """Log the finite DESIGN §7 ``info["episode_metrics"]`` of every finished episode as ``geopipe/<key>`` means."""
+    """Log the finite ``info["episode_metrics"]`` of every finished episode as ``geopipe/<key>`` means."""
 
     def _on_step(self) -> bool:
         for info, done in zip(self.locals["infos"], self.locals["dones"]):

@@ -1,4 +1,4 @@
-"""Scripted schedulers behind one factory: ``make_policy(name)`` (DESIGN §10)."""
+"""Scripted schedulers behind one factory: ``make_policy(name)``."""
 
 from __future__ import annotations
 
@@ -8,17 +8,17 @@ from baselines.bace import BacePipePolicy, PriceAwarePolicy, SjfPolicy
 from baselines.policy import FcfsPolicy, Policy, RandomFcfsPolicy, ScriptedPolicy
 
 _FACTORIES: dict[str, Callable[[], Policy]] = {
-    # BACE-Pipe and the paper's three ablations (PAPERS.md §1.8).
+    # BACE-Pipe and the paper's three ablations (Zhang, Liu and Xu, arXiv 2605.25375).
     "bace-pipe": BacePipePolicy,
     "bace-pipe-no-priority": lambda: BacePipePolicy("bace-pipe-no-priority", use_priority=False),
     "bace-pipe-no-pathfinder": lambda: BacePipePolicy("bace-pipe-no-pathfinder", strategy="bace-pipe-no-pathfinder"),
     "bace-pipe-no-costmin": lambda: BacePipePolicy("bace-pipe-no-costmin", strategy="bace-pipe-no-costmin"),
-    # The paper's four baselines (PAPERS.md §1.7), FCFS with K*.
+    # The paper's four baselines (same paper), FCFS with K*.
     "ldf": lambda: FcfsPolicy("ldf"),
     "lcf": lambda: FcfsPolicy("lcf"),
     "cr-ldf": lambda: FcfsPolicy("cr-ldf"),
     "cr-lcf": lambda: FcfsPolicy("cr-lcf"),
-    # The two baseline families by their DESIGN names.
+    # The two baseline families by the paper's names for them.
     "delay-first": lambda: FcfsPolicy("cr-ldf", name="delay-first"),
     "cost-first": lambda: FcfsPolicy("cr-lcf", name="cost-first"),
     "fcfs-random": RandomFcfsPolicy,
@@ -28,7 +28,7 @@ _FACTORIES: dict[str, Callable[[], Policy]] = {
 }
 
 
-ALIASES = {"delay-first": "cr-ldf", "cost-first": "cr-lcf"}  # DESIGN's family names for the same policies
+ALIASES = {"delay-first": "cr-ldf", "cost-first": "cr-lcf"}  # the paper's family names for the same policies
 
 
 def policy_names(include_aliases: bool = True) -> tuple[str, ...]:

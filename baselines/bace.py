@@ -1,4 +1,4 @@
-"""BACE-Pipe (PAPERS.md §1.2–§1.4) and two stronger-than-FCFS heuristics, as scripted policies.
+"""BACE-Pipe (Zhang, Liu and Xu, arXiv 2605.25375) and two stronger-than-FCFS heuristics, as scripted policies.
 
 BACE-Pipe's **dynamic priority** scores each visible waiting job j as
 ``Priority_j = (1 − α)(1 − I_j) + α(1 − D_j)``, where (our normalisations; the paper does not give them):

@@ -1,4 +1,4 @@
-"""The policy protocol shared by scripted and learned schedulers (DESIGN §10).
+"""The policy protocol shared by scripted and learned schedulers.
 
 A policy is reset on an env at the start of an episode and then maps ``(obs, info)`` to an action that is valid
 under ``info["action_mask"]``. Scripted policies read the unwrapped env's candidate table (what each action
@@ -72,8 +72,8 @@ class ScriptedPolicy:
 class FcfsPolicy(ScriptedPolicy):
     """Strict first-come-first-served: the oldest waiting job on one strategy's placement, else wait.
 
-    This is how the paper's four baselines order jobs (PAPERS.md §1.7); the head job blocks the queue when its
-    placement is infeasible (head-of-line blocking).
+    This is how the paper's four baselines order jobs (BACE-Pipe, arXiv 2605.25375); the head job blocks the
+    queue when its placement is infeasible (head-of-line blocking).
     """
 
     def __init__(self, strategy: str, name: str | None = None) -> None:

@@ -1,4 +1,4 @@
-"""Print the BACE-Pipe paper comparison (PAPERS.md §1.8) from an ``evaluate.py`` results.json.
+"""Print the BACE-Pipe paper comparison (Zhang, Liu and Xu, arXiv 2605.25375) from an ``evaluate.py`` results.json.
 
 Usage::
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import sys
 
-# (row label, policy a, policy b, the paper's reported change of a vs b for JCT, for cost) — PAPERS.md §1.8.
+# (row label, policy a, policy b, the paper's reported change of a vs b for JCT, for cost) — arXiv 2605.25375.
 ROWS = [
     ("BACE-Pipe vs LDF", "bace-pipe", "ldf", "−27.9…−64.7 (all baselines)", "−12.6…−30.6 (all baselines)"),
     ("BACE-Pipe vs LCF", "bace-pipe", "lcf", "−27.9…−64.7", "≈ −30 (cost ≈ 70% of LCF's)"),

@@ -2,7 +2,7 @@
 
 It sits above the physics because rejecting a world where a job could never run needs the sizing rule.
 
-The schema is documented in the README ("Scenario files") (DESIGN §8 plus documented extensions). All checks happen
+The schema is documented in the README ("Scenario files"). All checks happen
 here, at load time: a bad file raises :class:`ScenarioError`, naming the offending key path and what was
 expected, and never fails later inside the simulator.
 
@@ -54,11 +54,11 @@ SCHEMA_VERSION = 1
 SCENARIO_DIR = Path(__file__).parent / "data" / "scenarios"
 REFERENCE_YEAR = 2023  # the year of the bundled hourly series; start_utc maps any year onto it
 DEFAULT_START_UTC = "2023-01-01T00:00Z"
-DEFAULT_MFU = 0.4  # DESIGN §3; state-of-the-art large-scale MFU is 40–50% (PAPERS.md §5)
-DEFAULT_PUE = 1.0  # the paper does not model cooling (PAPERS.md §1.5)
+DEFAULT_MFU = 0.4  # state-of-the-art large-scale MFU is 40–50% (ttsugriy/distributed-training-book)
+DEFAULT_PUE = 1.0  # the paper does not model cooling (BACE-Pipe, arXiv 2605.25375)
 DEFAULT_INTER_LATENCY_MS = 50.0  # endpoint_mean pairs without a latency: mid-range of 30–100 ms (CrossPipe)
-DEFAULT_INTRA_BANDWIDTH_GBPS = 100.0  # DT-FM's within-instance figure (PAPERS.md §5)
-DEFAULT_INTRA_LATENCY_MS = 0.05  # DESIGN §8 example
+DEFAULT_INTRA_BANDWIDTH_GBPS = 100.0  # within-instance figure (DS3Lab/DT-FM scheduler/generate_sim_com_matrices.py)
+DEFAULT_INTRA_LATENCY_MS = 0.05  # assumed: a hop inside one region's datacenter
 DEFAULT_BACKGROUND_PERIOD_H = 24.0  # diurnal
 RULES = ("endpoint_mean", "matrix")
 ARRIVAL_PROCESSES = ("batch", "poisson", "trace")

@@ -1,4 +1,4 @@
-"""Layer 6: the observation encoder (DESIGN §6).
+"""Layer 6: the observation encoder.
 
 Every array is flat (1-D), as SB3's ``MultiInputPolicy`` expects; reshape with :func:`obs_layout` to recover the
 tables: ``regions`` (max_regions, 8), ``links`` (max_regions², 3) where row ``i·max_regions + j`` is link i→j,

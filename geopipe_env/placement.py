@@ -1,8 +1,8 @@
 """Layer 5: named placement strategies that turn (cluster state, job) into a candidate placement.
 
 Each strategy returns a :class:`Placement` of exactly K* stages, or ``None`` when it finds nothing feasible now.
-The env exposes them as the K candidate slots of its action space (DESIGN §5), so every scripted policy's
-decision is an action, and the strategies also serve the scripted policies directly (PAPERS.md §1.3–§1.7):
+The env exposes them as the K candidate slots of its action space, so every scripted policy's
+decision is an action, and the strategies also serve the scripted policies directly (BACE-Pipe, arXiv 2605.25375):
 
 * ``bace-pipe``: bandwidth-aware pathfinder (Prim-like expansion from either end of the path along the
   highest available bandwidth, adding a region only if ``A·8/B_avail + latency <= t_stage``) plus the Cost-Min
@@ -13,7 +13,7 @@ decision is an action, and the strategies also serve the scripted policies direc
 * ``fastest`` / ``cheapest`` / ``greenest``: the best of all the above and every single region, by estimated
   duration, electricity cost or carbon.
 
-Two more strategies are not in the default K but serve the paper's ablations (PAPERS.md §1.8):
+Two more strategies are not in the default K but serve the paper's ablations:
 ``bace-pipe-no-pathfinder`` (Cost-Min on the cost-first path, no bandwidth admission) and
 ``bace-pipe-no-costmin`` (the pathfinder's path filled in path order).
 """

@@ -115,7 +115,7 @@ def test_always_wait_is_truncated_at_horizon(env_id):
 
 @pytest.mark.parametrize("seed", range(5))
 def test_conservation_invariants(seed):
-    """GPUs stay within capacity, links within capacity, clocks monotone, and rewards sum to the §7 formula."""
+    """GPUs stay within capacity, links within capacity, clocks monotone, and rewards sum to the episode formula."""
     env = gym.make("GeoPipe-v0").unwrapped
     rng = np.random.default_rng(seed)
     obs, info = env.reset(seed=seed)

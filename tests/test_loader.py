@@ -280,7 +280,7 @@ objective: {cost_weight: 1.0}
 
 
 def test_design_example_loads(tmp_path):
-    """The schema example of DESIGN §8 loads as written."""
+    """A compact schema example (both price forms, endpoint_mean, Poisson arrivals) loads as written."""
     scenario = load_scenario(write(tmp_path, DESIGN_EXAMPLE))
     assert scenario.network.bandwidth_gbps[0, 1] == 37.5 and scenario.start_hour == 1416
     assert scenario.regions[1].price_usd_per_kwh.label == "US-MIDA-PJM" and scenario.regions[1].pue == 1.2

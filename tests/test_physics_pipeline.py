@@ -2,7 +2,7 @@
 
 The exact discrete-event execution of the schedule table (``physics.schedule``) is the reference for the analytic
 iteration time. Grids of stage count S, micro-batch count M, transfer time x and latency l are expressed
-relative to the forward time f, as in CrossPipe's sweeps (PAPERS.md §2).
+relative to the forward time f, as in CrossPipe's sweeps (Chen et al., ATC'25, arXiv 2507.00217).
 """
 
 from __future__ import annotations
@@ -223,7 +223,10 @@ def test_simulate_rejects_bad_inputs() -> None:
 
 @pytest.mark.parametrize("schedule", SCHEDULES)
 def test_exact_without_communication_is_m_plus_s_minus_one_slots(schedule: str) -> None:
-    """With no transfer or latency and identical stages the exact makespan is (M+S−1)·(f+b) (PAPERS.md §5)."""
+    """With no transfer or latency and identical stages the exact makespan is (M+S−1)·(f+b).
+
+    The closed form of ttsugriy/distributed-training-book, pipeline-parallelism chapter.
+    """
     f, b = 0.7, 1.4
     for num_stages, m in itertools.product(GRID_STAGES, GRID_MICROBATCHES):
         zeros = np.zeros(num_stages - 1)

@@ -82,7 +82,7 @@ def test_learning_curve_has_the_scripted_references(smoke_run):
 
 
 def test_tensorboard_holds_geopipe_metrics(smoke_run):
-    """The TensorBoard events carry SB3's scalars and the DESIGN §7 episode metrics under geopipe/."""
+    """The TensorBoard events carry SB3's scalars and the episode metrics under geopipe/."""
     events = EventAccumulator(str(smoke_run / "tensorboard"))
     events.Reload()
     tags = events.Tags()["scalars"]

@@ -3,7 +3,7 @@
 This is the reference the analytic model in :mod:`geopipe_env.physics.pipeline` is tested against. It may import
 only numpy, the standard library, :mod:`geopipe_env.units` and :mod:`geopipe_env.physics.pipeline`.
 
-Model (DESIGN §3, CrossPipe's performance model, PAPERS.md §2):
+Model (CrossPipe's performance model; Chen et al., ATC'25, arXiv 2507.00217):
 
 * Each stage runs its ops in the fixed order of the schedule table. GPipe: ``F0..F(M−1)`` then ``B0..B(M−1)``.
   1F1B (non-interleaved, PipeDream-flush): stage ``i`` runs ``min(S−i−1, M)`` warm-up forwards, then alternates
