@@ -4,8 +4,8 @@
 model-profile caches) by running each policy below for seeds 1 and 2 and recording the return and metrics. Its
 ``a6000-vm-pair`` cases were recorded on that world when it was registered as GeoPipe-v0; the world's file is
 unchanged, so they guard the single-replica physics. ``tests/data/golden_metrics.json`` holds the same for
-GeoPipe-v0's data-parallel world; re-record it with ``python tests/test_golden_metrics.py --record`` only when its
-numbers change on purpose, and say why in the commit.
+GeoPipe-v0's data-parallel world. Re-record with ``python tests/test_golden_metrics.py --record [CASE ...]`` only
+cases whose numbers change on purpose, and say why in the commit.
 """
 
 from __future__ import annotations
@@ -55,8 +55,17 @@ def test_metrics_match_recorded_values(case):
 
 
 if __name__ == "__main__" and "--record" in sys.argv:
+    # --record: GeoPipe-v0's cases into golden_metrics.json; --record CASE ...: those cases, in the file holding them.
     keys = ("return", "avg_jct_h", "total_cost_usd", "energy_kwh", "carbon_kg", "wan_traffic_tb", "makespan_h",
             "avg_comm_slowdown", "max_link_utilization", "stalled_job_fraction")
-    out = {case: {k: play(case)[k] for k in keys} for case in RECORDED_NOW}
-    (DATA / "golden_metrics.json").write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
-    print(f"wrote {DATA / 'golden_metrics.json'}")
+    named = sys.argv[sys.argv.index("--record") + 1:]
+    for name in ("golden_metrics.json", "golden_metrics_pre_optimisation.json"):
+        path = DATA / name
+        recorded = json.loads(path.read_text())
+        cases = [c for c in named if c in recorded] if named else RECORDED_NOW if name == "golden_metrics.json" else []
+        for case in cases:
+            got = play(case)
+            recorded[case] = {k: got[k] for k in (recorded.get(case) or keys)}
+        if cases:
+            path.write_text(json.dumps(recorded, indent=1, sort_keys=True) + "\n")
+            print(f"wrote {len(cases)} case(s) to {path}")

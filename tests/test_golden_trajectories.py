@@ -4,9 +4,10 @@ The golden metrics test covers the scripted policies' episode metrics; this one 
 reward along masked-random trajectories. ``tests/data/golden_trajectories.json`` was recorded at commit 0c790c7
 (before the batched candidate table and the per-placement timing model). Its ``a6000-vm-pair`` cases were recorded
 on that world when it was registered as GeoPipe-v0 (its file is unchanged), and guard the single-replica physics.
-The ``GeoPipe-v0`` cases guard the data-parallel flagship; ``python tests/test_golden_trajectories.py --record``
-re-records only those. Each case records per-step sums of each observation key (plain and position-weighted, so a
-permutation shows), the mask's valid actions, and the rewards.
+The ``GeoPipe-v0`` cases guard the data-parallel flagship. ``python tests/test_golden_trajectories.py --record
+[CASE ...]`` re-records those (or the cases named); do it only when their numbers change on purpose. Each case
+records per-step sums of each observation key (plain and position-weighted, so a permutation shows), the mask's
+valid actions, and the rewards.
 """
 
 from __future__ import annotations
@@ -87,7 +88,9 @@ def test_trajectory_matches_recording(case, golden):
 
 
 if __name__ == "__main__" and "--record" in sys.argv:
+    # --record: the GeoPipe-v0 cases; --record CASE ...: the cases named.
+    named = sys.argv[sys.argv.index("--record") + 1:] or list(FLAGSHIP_CASES)
     recorded = json.loads(GOLDEN_PATH.read_text())
-    recorded.update({case: play(*args) for case, args in FLAGSHIP_CASES.items()})
+    recorded.update({case: play(*CASES[case]) for case in named})
     GOLDEN_PATH.write_text(json.dumps(recorded) + "\n")
-    print(f"wrote {GOLDEN_PATH}")
+    print(f"wrote {len(named)} case(s) to {GOLDEN_PATH}")
