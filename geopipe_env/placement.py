@@ -4,9 +4,12 @@ Each strategy returns a :class:`Placement` of exactly K* stages, or ``None`` whe
 The env exposes them as the K candidate slots of its action space, so every scripted policy's
 decision is an action, and the strategies also serve the scripted policies directly (BACE-Pipe, arXiv 2605.25375):
 
-* ``bace-pipe``: bandwidth-aware pathfinder (Prim-like expansion from either end of the path along the
-  highest available bandwidth, adding a region only if ``A·8/B_avail + latency <= t_stage``) plus the Cost-Min
-  allocator (one stage per path region, the rest in ascending electricity price);
+* ``bace-pipe``: bandwidth-aware pathfinder (the cheapest single region that holds the job; else Prim-like
+  expansion from either end of the path along the highest available bandwidth, adding a region only if
+  ``d·A·8/B_avail + latency <= t_f + t_b``) plus the Cost-Min allocator (one stage per path region, the rest in
+  ascending cost). "Cheap" here is the electricity price over the job's expected run per unit of GPU work (see
+  :meth:`PlacementContext.cost_rank`): the paper's worlds have constant prices and one GPU type, where this is
+  its ascending price order;
 * ``cr-lcf``: cross-region cost-first, GPUs aggregated over regions in ascending price;
 * ``cr-ldf``: cross-region delay-first, greedy path expansion on free GPUs and available bandwidth;
 * ``lcf`` / ``ldf``: the whole job in the cheapest region / the region with the most free GPUs;
@@ -29,7 +32,7 @@ import numpy as np
 from geopipe_env.generator import Job
 from geopipe_env.physics import pipeline
 from geopipe_env.simulator import ClusterSim, Placement
-from geopipe_env.units import GRAMS_PER_KG, WATTS_PER_KW, transfer_time_s
+from geopipe_env.units import GRAMS_PER_KG, SECONDS_PER_HOUR, WATTS_PER_KW, transfer_time_s
 
 
 class CandidateInfo(NamedTuple):
@@ -56,7 +59,7 @@ class PlacementContext:
     scalars: their loops touch a few regions at a time, where list indexing is several times faster.
     """
 
-    _static: tuple = (None, [], [])  # (world, neighbour lists, latency rows) of the last world seen
+    _static: tuple = (None, [], [], [])  # (world, neighbour lists, latency rows, W per TFLOPS) of the last world
 
     def __init__(self, sim: ClusterSim) -> None:
         self.sim = sim
@@ -69,8 +72,10 @@ class PlacementContext:
         static = PlacementContext._static  # read once: another env (thread) may replace it meanwhile
         if static[0] is not w:
             neighbours = [np.flatnonzero(row).tolist() for row in w.bandwidth_gbps > 0]
-            static = PlacementContext._static = (w, neighbours, w.latency_s.tolist())
-        _, self.neighbours, self.latency = static  # per-world constants: each region's links (ascending), latency
+            static = PlacementContext._static = (w, neighbours, w.latency_s.tolist(), w.busy_watts / w.tflops)
+        # Per-world constants: each region's links (ascending), latency, and its GPUs' busy W per TFLOPS.
+        _, self.neighbours, self.latency, self._watts_per_tflops = static
+        self._cost_ranks: dict[int, list[float]] = {}
         self._described: dict[tuple, CandidateInfo | None] = {}
         self._free_lists: dict[tuple, list[int]] = {}
         self._forward: dict[tuple, list[float]] = {}
@@ -85,6 +90,22 @@ class PlacementContext:
             free = [n // g if fits else 0 for n, fits in zip(self.free_gpus, job.fits.tolist())]
             self._free_lists[job.profile_key] = free
         return free
+
+    def cost_rank(self, job: Job) -> list[float]:
+        """Per region, what a unit of this job's GPU work costs there: the mean electricity price over the job's
+        expected run (now to now + its isolated duration) × the GPUs' busy watts per TFLOPS.
+
+        BACE-Pipe's Cost-Min puts GPUs "in cheaper regions". Its worlds have constant prices and one GPU type,
+        where this order is the price order. Here prices change by the hour and fleets mix GPU types: a price that
+        holds for the next hour only, or on a GPU that needs twice the energy for the same work, is not cheap.
+        """
+        rank = self._cost_ranks.get(job.job_id)
+        if rank is None:
+            w, now = self.sim.world, self.sim.now_s
+            run_s = job.isolated_duration_s
+            mean_price = w.price.integral(now, now + run_s) * (SECONDS_PER_HOUR / run_s)  # value·h ÷ h
+            rank = self._cost_ranks[job.job_id] = (mean_price * self._watts_per_tflops).tolist()
+        return rank
 
     def forward(self, job: Job) -> list[float]:
         """The job's per-region forward time per micro-batch, as a list."""
@@ -210,6 +231,12 @@ def _by_price(ctx: PlacementContext, regions: list[int]) -> list[int]:
     return sorted(regions, key=lambda r: (price[r], r))
 
 
+def _by_cost(ctx: PlacementContext, job: Job, regions: list[int]) -> list[int]:
+    """``regions`` in ascending :meth:`PlacementContext.cost_rank` for ``job``, the lower index first on ties."""
+    rank = ctx.cost_rank(job)
+    return sorted(regions, key=lambda r: (rank[r], r))
+
+
 def cr_lcf(ctx: PlacementContext, job: Job) -> Placement | None:
     """CR-LCF: start at the cheapest region and append the cheapest linked region; fill in that order."""
     free = ctx.free_list(job)
@@ -247,13 +274,13 @@ def comm_fits_compute(ctx: PlacementContext, job: Job, a: int, b: int) -> bool:
 
 
 def cost_min_allocate(ctx: PlacementContext, job: Job, path: Sequence[int]) -> Placement | None:
-    """BACE-Pipe's Cost-Min allocator: one stage per path region, the rest in ascending price, path order kept."""
+    """BACE-Pipe's Cost-Min allocator: one stage per path region, the rest in ascending cost, path order kept."""
     free = ctx.free_list(job)
     if len(path) > job.num_stages or any(free[r] < 1 for r in path):
         return None
     stages = {r: 1 for r in path}
     left = job.num_stages - len(path)
-    for r in _by_price(ctx, path):
+    for r in _by_cost(ctx, job, path):
         take = min(free[r] - 1, left)
         stages[r] += take
         left -= take
@@ -268,16 +295,22 @@ def bace_pathfinder(
     check_bandwidth: bool = True,
     score: Callable[[int, int], float] | None = None,
 ) -> list[int] | None:
-    """BACE-Pipe's pathfinder: from each start (cheapest first), grow along the best spare bandwidth.
+    """BACE-Pipe's pathfinder: the cheapest single region that holds the job, else a cross-region path grown from
+    each start (cheapest first) along the best spare bandwidth.
 
-    With ``check_bandwidth`` a region joins only if its boundary passes :func:`comm_fits_compute`; ``score``
-    replaces the spare-bandwidth preference (the no-pathfinder ablation grows by price instead).
+    The paper combines regions "to get past the GPU capacity of one region", so a job that one region holds
+    stays in one region, where no WAN hop slows it. With ``check_bandwidth`` a region joins a
+    path only if its boundary passes :func:`comm_fits_compute`; ``score`` replaces the spare-bandwidth
+    preference (the no-pathfinder ablation grows by price instead).
     """
     free = ctx.free_list(job)
+    whole = [r for r, n in enumerate(free) if n >= job.num_stages]
+    if whole:
+        return _by_cost(ctx, job, whole)[:1]
     admissible = (lambda a, b: comm_fits_compute(ctx, job, a, b)) if check_bandwidth else None
     spare = ctx.spare
     grow_score = score or (lambda end, new: spare[end][new])
-    for start in _by_price(ctx, [r for r, n in enumerate(free) if n > 0]):
+    for start in _by_cost(ctx, job, [r for r, n in enumerate(free) if n > 0]):
         path = _grow_path(ctx, job, start, grow_score, admissible=admissible, both_ends=True)
         if path is not None:
             return path
@@ -291,9 +324,9 @@ def bace_pipe(ctx: PlacementContext, job: Job) -> Placement | None:
 
 
 def bace_pipe_no_pathfinder(ctx: PlacementContext, job: Job) -> Placement | None:
-    """Ablation: Cost-Min allocation on the cost-first (ascending price) path, with no bandwidth admission."""
-    price = ctx.price
-    path = bace_pathfinder(ctx, job, check_bandwidth=False, score=lambda end, new: -price[new])
+    """Ablation: Cost-Min allocation on the cost-first (ascending cost) path, with no bandwidth admission."""
+    rank = ctx.cost_rank(job)
+    path = bace_pathfinder(ctx, job, check_bandwidth=False, score=lambda end, new: -rank[new])
     return None if path is None else cost_min_allocate(ctx, job, path)
 
 

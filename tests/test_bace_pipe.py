@@ -8,8 +8,8 @@ from geopipe_env.env import GeoPipeEnv
 from geopipe_env.loader import load_scenario
 
 
-def _scenario(tmp_path, slow_ab_gbps=0.001, second_model="toy"):
-    """Regions a ($0.10, 1 GPU), b ($0.20, 1 GPU), c ($0.30, 2 GPUs); a–b is nearly cut, a–c and b–c are fast.
+def _scenario(tmp_path, slow_ab_gbps=0.001, second_model="toy", c_gpus=1):
+    """Regions a ($0.10, 1 GPU), b ($0.20, 1 GPU), c ($0.30, ``c_gpus``); a–b is nearly cut, a–c and b–c are fast.
 
     Both jobs are the toy 1.5B model with K* = 2 stages (t_f + t_b = 0.09 s, A = 1.6e7 bits): j0 runs 10000
     iterations, j1 only 100. Both arrive at t = 0.
@@ -24,7 +24,7 @@ def _scenario(tmp_path, slow_ab_gbps=0.001, second_model="toy"):
             "regions": [
                 {"id": "a", "gpu": "TOY", "num_gpus": 1, "price_usd_per_kwh": 0.10},
                 {"id": "b", "gpu": "TOY", "num_gpus": 1, "price_usd_per_kwh": 0.20},
-                {"id": "c", "gpu": "TOY", "num_gpus": 2, "price_usd_per_kwh": 0.30},
+                {"id": "c", "gpu": "TOY", "num_gpus": c_gpus, "price_usd_per_kwh": 0.30},
             ],
             "network": {
                 "rule": "matrix",
@@ -96,3 +96,62 @@ def test_congestion_shifts_priority_to_light_jobs(tmp_path):
     env.sim.link_load_gbps = env.sim.capacity_gbps.copy()
     assert congestion(env) == pytest.approx(1.0)
     assert list(priorities(env, env.sim.waiting)) == pytest.approx([0.75, 0.0])
+
+
+def test_bace_pipe_keeps_a_job_that_one_region_holds_in_that_region(tmp_path):
+    """With 2 GPUs in c, c alone holds the job: BACE-Pipe places both stages there, with no WAN hop, although the
+    path a→c would use the cheaper region a for one stage."""
+    policy = make_policy("bace-pipe")
+    env = GeoPipeEnv(_scenario(tmp_path, c_gpus=2), **policy.env_kwargs)
+    obs, info = env.reset(seed=0)
+    policy.reset(env)
+    slot, k = divmod(policy.act(obs, info), env.num_strategies)
+    assert env.candidate(slot, k).placement.regions == (2,) and env.candidate(slot, k).placement.stages == (2,)
+
+
+def _two_region_world(gpu_b: str, price_b: float | str) -> dict:
+    """Regions a (H100, $0.10/kWh) and b (``gpu_b`` at ``price_b``), 16 GPUs each; one 8-stage job."""
+    return {
+        "name": "cost-rank",
+        "horizon_h": 24,
+        "start_utc": "2023-01-01T00:00Z",
+        "regions": [
+            {"id": "a", "gpu": "H100", "num_gpus": 16, "price_usd_per_kwh": 0.10},
+            {"id": "b", "gpu": gpu_b, "num_gpus": 16,
+             **({"price_market": price_b} if isinstance(price_b, str) else {"price_usd_per_kwh": price_b})},
+        ],
+        "network": {"rule": "matrix", "matrix": {"a": {"b": {"bandwidth_gbps": 10, "latency_ms": 10}}}},
+        "workload": {"num_jobs": 1, "arrival": {"process": "batch"}, "models": ["llama-2-13b"],
+                     "datasets": ["wikitext-103"], "seq_len": 4096, "pipeline_stages": 8, "num_microbatches": 8},
+    }
+
+
+def _bace_region(spec: dict) -> tuple[int, ...]:
+    policy = make_policy("bace-pipe")
+    env = GeoPipeEnv(load_scenario(spec), **policy.env_kwargs)
+    obs, info = env.reset(seed=0)
+    policy.reset(env)
+    slot, k = divmod(policy.act(obs, info), env.num_strategies)
+    return env.candidate(slot, k).placement.regions
+
+
+def test_cost_min_ranks_regions_by_price_per_unit_of_work():
+    """An A100 region at $0.07/kWh is dearer per unit of work than an H100 one at $0.10 (400 W / 312 TFLOPS ×
+    0.07 = 0.090 vs 700 / 989 × 0.10 = 0.071 USD·W/(kWh·TFLOPS)); an H100 at $0.07 is cheaper."""
+    assert _bace_region(_two_region_world("A100", 0.07)) == (0,)
+    assert _bace_region(_two_region_world("H100", 0.07)) == (1,)
+
+
+def test_cost_rank_is_the_mean_price_over_the_expected_run():
+    """The rank is ∫price over [now, now + isolated duration] ÷ that duration × W/TFLOPS, not the price now."""
+    env = GeoPipeEnv(load_scenario(_two_region_world("H100", "DE-LU")))
+    env.reset(seed=0)
+    from geopipe_env.placement import PlacementContext
+
+    ctx = PlacementContext(env.sim)
+    job = env.world.jobs[0]
+    run_s = job.isolated_duration_s
+    mean_price = env.world.price.integral(0.0, run_s) / (run_s / 3600.0)
+    watts_per_tflops = env.world.busy_watts / env.world.tflops
+    assert ctx.cost_rank(job) == pytest.approx((mean_price * watts_per_tflops).tolist(), rel=1e-12)
+    assert run_s > 3600.0 and ctx.cost_rank(job)[1] != pytest.approx(ctx.price[1] * watts_per_tflops[1])

@@ -1,11 +1,13 @@
 """Physics must not move by accident: episode metrics equal recorded values.
 
 ``tests/data/golden_metrics_pre_optimisation.json`` was produced at commit 8c6dbd4 (before the timing, layout and
-model-profile caches) by running each policy below for seeds 1 and 2 and recording the return and metrics. Its
-``a6000-vm-pair`` cases were recorded on that world when it was registered as GeoPipe-v0; the world's file is
-unchanged, so they guard the single-replica physics. ``tests/data/golden_metrics.json`` holds the same for
-GeoPipe-v0's data-parallel world. Re-record with ``python tests/test_golden_metrics.py --record [CASE ...]`` only
-cases whose numbers change on purpose, and say why in the commit.
+model-profile caches) by running each policy below for seeds 1 and 2 and recording the return and metrics; its
+``a6000-vm-pair`` cases ran on that world's file, unchanged since. The cases whose policy never reads BACE-Pipe's
+candidate (``lcf``, ``cr-ldf``, and ``fcfs-random`` on seed 1) keep those values and guard the single-replica
+physics; ``bace-pipe`` and ``fcfs-random`` on seed 2 were re-recorded when BACE-Pipe's placement rule changed.
+``tests/data/golden_metrics.json`` holds GeoPipe-v0's data-parallel world. Re-record with
+``python tests/test_golden_metrics.py --record [CASE ...]`` only cases whose numbers change on purpose, and say why
+in the commit.
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """What an agent sees must not move by accident: masked-random episodes equal a recording.
 
 The golden metrics test covers the scripted policies' episode metrics; this one covers every observation, mask and
-reward along masked-random trajectories. ``tests/data/golden_trajectories.json`` was recorded at commit 0c790c7
-(before the batched candidate table and the per-placement timing model). Its ``a6000-vm-pair`` cases were recorded
-on that world when it was registered as GeoPipe-v0 (its file is unchanged), and guard the single-replica physics.
-The ``GeoPipe-v0`` cases guard the data-parallel flagship. ``python tests/test_golden_trajectories.py --record
-[CASE ...]`` re-records those (or the cases named); do it only when their numbers change on purpose. Each case
-records per-step sums of each observation key (plain and position-weighted, so a permutation shows), the mask's
-valid actions, and the rewards.
+reward along masked-random trajectories in ``tests/data/golden_trajectories.json``: the ``a6000-vm-pair``,
+GeoPipe-Paper-v0 and GeoPipe-Toy-v0 cases (single-replica physics) and the ``GeoPipe-v0`` cases (the data-parallel
+flagship). Every case sees BACE-Pipe's candidate, so all were re-recorded when its placement rule changed; the
+golden metrics of policies that do not read it show that the physics did not. ``python
+tests/test_golden_trajectories.py --record [CASE ...]`` re-records the GeoPipe-v0 cases (or the cases named); do it
+only when their numbers change on purpose. Each case records per-step sums of each observation key (plain and
+position-weighted, so a permutation shows), the mask's valid actions, and the rewards.
 """
 
 from __future__ import annotations
