@@ -20,7 +20,9 @@ heat map) to ``--out``.
 Usage::
 
     python benchmarks/regimes.py --seeds 5 --workers 2 --out benchmarks/results/regimes
+    python benchmarks/regimes.py --wan 0.3 1 --shapes d=pub --loads 0.8 --seeds 10   # a slice of the map
     python benchmarks/regimes.py --offered-load    # the flagship's mean GPU-hours per job (its arrival rate)
+    python benchmarks/regimes.py --demand          # per-hop demand of the flagship's job classes vs its links
 """
 
 from __future__ import annotations
@@ -111,20 +113,52 @@ def mean_gpu_hours(data: dict) -> float:
     return expected
 
 
-def regime_scenarios(out_dir: Path) -> dict[tuple[float, str, float], Path]:
+def demand_table() -> str:
+    """Each flagship job class's per-hop demand ``d·A·8/(t_f + t_b)`` on H100 and on A100, beside the links."""
+    data = flagship()
+    scenario = load_scenario(data)
+    capacity = scenario.network.bandwidth_gbps[scenario.network.bandwidth_gbps > 0]
+    lines = [
+        "| job class | GPUs (S × t × d) | WAN message d·A (MB) | demand per hop on H100 (Gbit/s) | on A100 (Gbit/s) |",
+        "|---|---|---|---|---|",
+    ]
+    tflops = {gpu: GPU_CATALOG[gpu].tflops for gpu in ("H100", "A100")}
+    for job_class in data["workload"]["job_classes"]:
+        (model,) = job_class["models"]
+        spec = MODEL_CATALOG[model]
+        b, s, t, d, stages = (job_class[k] for k in ("micro_batch_size", "seq_len", "gpus_per_stage", "data_parallel",
+                                                      "pipeline_stages"))
+        message = d * pipeline.activation_bytes(b, s, spec.hidden)
+        demand = {
+            gpu: message * 8.0 / (3.0 * pipeline.forward_time_s(spec.params, stages, b, s, peak, scenario.mfu, t)) / 1e9
+            for gpu, peak in tflops.items()
+        }
+        cells = "— (one stage) | —" if stages == 1 else f"{demand['H100']:.1f} | {demand['A100']:.1f}"
+        lines.append(f"| {job_class['name']} | {stages * t * d:,} ({stages} × {t} × {d}) | {message / 1e6:,.0f} | {cells} |")
+    lines.append(
+        f"\nWAN links: {capacity.min():.1f}–{capacity.max():.1f} Gbit/s per direction (median {np.median(capacity):.1f}), "
+        "shared max-min fairly by every job crossing them."
+    )
+    return "\n".join(lines) + "\n"
+
+
+def regime_scenarios(
+    out_dir: Path, wan_scales=WAN_SCALES, shapes=SHAPES, loads=LOADS
+) -> dict[tuple[float, str, float], Path]:
     """Write one scenario file per regime; (WAN scale, shape, load) → path."""
     folder = out_dir / "scenarios"
     folder.mkdir(parents=True, exist_ok=True)
     paths = {}
-    for shape in SHAPES:
+    for shape in shapes:
         base = shape_variant(shape)
         fleet_gpus = sum(r["num_gpus"] for r in base["regions"])
         gpu_hours = mean_gpu_hours(base)
-        for wan, load in itertools.product(WAN_SCALES, LOADS):
+        for wan, load in itertools.product(wan_scales, loads):
             data = copy.deepcopy(base)
             data["name"] = f"wan x{wan:g}, {shape}, load {load:g}"
             data["workload"]["arrival"]["mean_interarrival_h"] = gpu_hours / (load * fleet_gpus)
-            data["randomize"] = {"bandwidth_scale": [wan, wan]}
+            if wan != 1.0:  # a randomize key draws from the episode's RNG even for a fixed scale
+                data["randomize"] = {"bandwidth_scale": [wan, wan]}
             slug = f"wan{wan:g}_{shape.replace('=', '').replace(' ', '_')}_load{load:g}"
             path = folder / f"{slug}.yaml"
             path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -146,12 +180,15 @@ def regime_summary(rows: list[dict]) -> dict:
         for p in POLICIES
     }
     best_jct = min(BASELINES, key=lambda p: means[p]["avg_jct_h"])
+    cheapest = min(BASELINES, key=lambda p: means[p]["total_cost_usd"])
     return {
         "means": means,
         "bace_vs": {b: (change_pct(means, "bace-pipe", b, "avg_jct_h"), change_pct(means, "bace-pipe", b, "total_cost_usd"))
                     for b in BASELINES},
         "bace_vs_best_jct": change_pct(means, "bace-pipe", best_jct, "avg_jct_h"),
         "best_baseline": best_jct,
+        "bace_vs_cheapest_cost": change_pct(means, "bace-pipe", cheapest, "total_cost_usd"),
+        "cheapest_baseline": cheapest,
         "paradox_ldf": change_pct(means, "cr-ldf", "ldf", "avg_jct_h"),
         "paradox_lcf": change_pct(means, "cr-lcf", "lcf", "avg_jct_h"),
         "ablation": {a: (change_pct(means, a, "bace-pipe", "avg_jct_h"), change_pct(means, a, "bace-pipe", "total_cost_usd"))
@@ -186,22 +223,25 @@ def markdown(summaries: dict, seeds: list[int]) -> str:
 
 
 def heat_map(summaries: dict, path: Path) -> None:
-    """Six panels over (shape, load) rows × WAN-scale columns."""
+    """Eight panels over (shape, load) rows × WAN-scale columns."""
     from matplotlib.figure import Figure
 
-    rows = [(shape, load) for shape in SHAPES for load in LOADS]
+    wan_scales = sorted({wan for wan, _, _ in summaries})
+    rows = list(dict.fromkeys((shape, load) for _, shape, load in summaries))
     panels = [
         ("Bandwidth binds: CR-LCF comm slowdown", lambda s: s["means"]["cr-lcf"]["avg_comm_slowdown"], "viridis", "{:.2f}"),
         ("Cross-region paradox: CR-LDF vs LDF JCT %", lambda s: s["paradox_ldf"], "RdBu_r", "{:+.0f}"),
+        ("Cross-region paradox: CR-LCF vs LCF JCT %", lambda s: s["paradox_lcf"], "RdBu_r", "{:+.0f}"),
         ("BACE-Pipe vs best baseline JCT %", lambda s: s["bace_vs_best_jct"], "RdBu_r", "{:+.0f}"),
+        ("BACE-Pipe vs cheapest baseline cost %", lambda s: s["bace_vs_cheapest_cost"], "RdBu_r", "{:+.0f}"),
         ("w/o priority vs BACE-Pipe JCT %", lambda s: s["ablation"]["bace-pipe-no-priority"][0], "RdBu_r", "{:+.0f}"),
         ("w/o pathfinder vs BACE-Pipe JCT %", lambda s: s["ablation"]["bace-pipe-no-pathfinder"][0], "RdBu_r", "{:+.0f}"),
         ("w/o Cost-Min vs BACE-Pipe cost %", lambda s: s["ablation"]["bace-pipe-no-costmin"][1], "RdBu_r", "{:+.0f}"),
     ]
-    fig = Figure(figsize=(15, 10), layout="constrained")
-    axes = fig.subplots(2, 3)
+    fig = Figure(figsize=(20, 10), layout="constrained")
+    axes = fig.subplots(2, 4)
     for ax, (title, value, cmap, fmt) in zip(axes.ravel(), panels):
-        grid = np.array([[value(summaries[(wan, shape, load)]) for wan in WAN_SCALES] for shape, load in rows])
+        grid = np.array([[value(summaries[(wan, shape, load)]) for wan in wan_scales] for shape, load in rows])
         if cmap == "RdBu_r":
             bound = max(float(np.nanmax(np.abs(grid))), 1.0)
             image = ax.imshow(grid, cmap=cmap, vmin=-bound, vmax=bound, aspect="auto")
@@ -209,7 +249,7 @@ def heat_map(summaries: dict, path: Path) -> None:
             image = ax.imshow(grid, cmap=cmap, aspect="auto")
         for (i, j), v in np.ndenumerate(grid):
             ax.text(j, i, fmt.format(v), ha="center", va="center", fontsize=7)
-        ax.set_xticks(range(len(WAN_SCALES)), [f"×{w:g}" for w in WAN_SCALES])
+        ax.set_xticks(range(len(wan_scales)), [f"×{w:g}" for w in wan_scales])
         ax.set_yticks(range(len(rows)), [f"{shape}, load {load:g}" for shape, load in rows], fontsize=8)
         ax.set_xlabel("WAN capacity scale")
         ax.set_title(title, fontsize=10)
@@ -224,8 +264,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed-start", type=int, default=1000)
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/regimes"))
+    parser.add_argument("--wan", type=float, nargs="+", default=list(WAN_SCALES), help="WAN capacity scales")
+    parser.add_argument("--shapes", nargs="+", choices=SHAPES, default=list(SHAPES), help="job shapes")
+    parser.add_argument("--loads", type=float, nargs="+", default=list(LOADS), help="offered loads")
     parser.add_argument("--offered-load", action="store_true", help="print the flagship's mean GPU-hours per job and stop")
+    parser.add_argument("--demand", action="store_true", help="print the flagship's per-hop demand table and stop")
     args = parser.parse_args(argv)
+    if args.demand:
+        print(demand_table())
+        return 0
     if args.offered_load:
         data = flagship()
         gpus = sum(r["num_gpus"] for r in data["regions"])
@@ -235,9 +282,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.seeds < 1 or args.workers < 1:
         parser.error("--seeds and --workers must be >= 1")
+    if min(args.wan) <= 0 or min(args.loads) <= 0:
+        parser.error("--wan and --loads must be > 0")
     args.out.mkdir(parents=True, exist_ok=True)
     seeds = list(range(args.seed_start, args.seed_start + args.seeds))
-    paths = regime_scenarios(args.out)
+    paths = regime_scenarios(args.out, args.wan, args.shapes, args.loads)
     envs = {key: EnvSpec(label=path.stem, env_id="GeoPipe-v0", scenario=str(path)) for key, path in paths.items()}
     start = time.perf_counter()
     rows = run_episodes(list(envs.values()), POLICIES, seeds, None, args.workers)

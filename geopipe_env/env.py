@@ -41,7 +41,7 @@ and advances to the first decision.
 ``scenario`` (built-in name, YAML path or a ``Scenario``), ``cost_weight`` (default: the scenario's),
 ``render_mode`` (``"ansi"`` or ``"rgb_array"``), ``queue_slots`` (Q, 8), ``max_regions`` (16),
 ``invalid_action_penalty`` (1.0), ``timing`` (``"analytic"`` or ``"exact"``), ``strategies`` (the K candidate
-strategies, default ``STRATEGY_NAMES``; ``placement.ALL_STRATEGIES`` lists every choice).
+strategies, default ``STRATEGY_NAMES``; ``placement.strategy_names()`` lists every choice).
 
 ## Version History
 * v0: initial release.
@@ -58,7 +58,7 @@ import numpy as np
 from geopipe_env.generator import World, sample_world
 from geopipe_env.loader import builtin_names, load_builtin, load_scenario
 from geopipe_env.observation import ObservationEncoder, observation_space
-from geopipe_env.placement import ALL_STRATEGIES, STRATEGY_NAMES, CandidateInfo, PlacementContext, candidate_row
+from geopipe_env.placement import STRATEGY_NAMES, CandidateInfo, PlacementContext, candidate_row, strategy_names
 from geopipe_env.scenario import Scenario
 from geopipe_env.simulator import ClusterSim, JobStatus
 from geopipe_env.units import BYTES_PER_TB, SECONDS_PER_HOUR, WATTS_PER_KW
@@ -105,9 +105,10 @@ class GeoPipeEnv(gym.Env):
         self.invalid_action_penalty = float(invalid_action_penalty)
         self.timing = timing
         self.strategies = tuple(STRATEGY_NAMES if strategies is None else strategies)
-        unknown = [name for name in self.strategies if name not in ALL_STRATEGIES]
+        known = strategy_names()
+        unknown = [name for name in self.strategies if name not in known]
         if unknown or not self.strategies:
-            raise ValueError(f"strategies must be a non-empty list from {', '.join(ALL_STRATEGIES)}; got {unknown or 'none'}")
+            raise ValueError(f"strategies must be a non-empty list from {', '.join(known)}; got {unknown or 'none'}")
         self.num_strategies = len(self.strategies)
         self.wait_action = queue_slots * self.num_strategies
         self.action_space = gym.spaces.Discrete(self.wait_action + 1)

@@ -18,7 +18,7 @@ decision is an action, and the strategies also serve the scripted policies direc
 
 Two more strategies are not in the default K but serve the paper's ablations:
 ``bace-pipe-no-pathfinder`` (Cost-Min on the cost-first path, no bandwidth admission) and
-``bace-pipe-no-costmin`` (the pathfinder's path filled in path order).
+``bace-pipe-no-costmin`` (the pathfinder with no price in it, its path filled in path order).
 """
 
 from __future__ import annotations
@@ -52,6 +52,25 @@ class CandidateInfo(NamedTuple):
 STRATEGY_NAMES: tuple[str, ...] = ("bace-pipe", "cr-lcf", "cr-ldf", "lcf", "ldf", "fastest", "cheapest", "greenest")
 
 
+class BaceReading(NamedTuple):
+    """How BACE-Pipe reads what its paper leaves open. The defaults are the ``bace-pipe`` strategy's; the README
+    ("BACE-Pipe where the paper is silent") gives the measurements behind each.
+
+    Attributes:
+        single_region_first: a job that one region holds goes to the cheapest such region, with no WAN hop.
+        price_over_run: regions rank by the mean price over the job's expected run, not the price now.
+        per_unit_work: regions rank by price × busy W per TFLOPS × PUE (the cost of a unit of work), not price.
+        admit_on_forward: a boundary is admitted if its transfer fits the forward time ``t_f``, not ``t_f + t_b``.
+        grow_by_price: the path grows to the cheapest admissible neighbour, not the one with most spare bandwidth.
+    """
+
+    single_region_first: bool = True
+    price_over_run: bool = True
+    per_unit_work: bool = True
+    admit_on_forward: bool = False
+    grow_by_price: bool = False
+
+
 class PlacementContext:
     """Cluster facts shared by every strategy at one decision instant (computed once, read many times).
 
@@ -59,7 +78,7 @@ class PlacementContext:
     scalars: their loops touch a few regions at a time, where list indexing is several times faster.
     """
 
-    _static: tuple = (None, [], [], [])  # (world, neighbour lists, latency rows, W per TFLOPS) of the last world
+    _static: tuple = (None, [], [], [])  # (world, neighbour lists, latency rows, facility W per TFLOPS) of the last world
 
     def __init__(self, sim: ClusterSim) -> None:
         self.sim = sim
@@ -72,10 +91,11 @@ class PlacementContext:
         static = PlacementContext._static  # read once: another env (thread) may replace it meanwhile
         if static[0] is not w:
             neighbours = [np.flatnonzero(row).tolist() for row in w.bandwidth_gbps > 0]
-            static = PlacementContext._static = (w, neighbours, w.latency_s.tolist(), w.busy_watts / w.tflops)
-        # Per-world constants: each region's links (ascending), latency, and its GPUs' busy W per TFLOPS.
+            watts_per_tflops = w.busy_watts * w.pue / w.tflops
+            static = PlacementContext._static = (w, neighbours, w.latency_s.tolist(), watts_per_tflops)
+        # Per-world constants: each region's links (ascending), latency, and its GPUs' facility W per TFLOPS.
         _, self.neighbours, self.latency, self._watts_per_tflops = static
-        self._cost_ranks: dict[int, list[float]] = {}
+        self._cost_ranks: dict[tuple[int, bool, bool], list[float]] = {}
         self._described: dict[tuple, CandidateInfo | None] = {}
         self._free_lists: dict[tuple, list[int]] = {}
         self._forward: dict[tuple, list[float]] = {}
@@ -91,20 +111,26 @@ class PlacementContext:
             self._free_lists[job.profile_key] = free
         return free
 
-    def cost_rank(self, job: Job) -> list[float]:
+    def cost_rank(self, job: Job, over_run: bool = True, per_unit_work: bool = True) -> list[float]:
         """Per region, what a unit of this job's GPU work costs there: the mean electricity price over the job's
-        expected run (now to now + its isolated duration) × the GPUs' busy watts per TFLOPS.
+        expected run (now to now + its isolated duration) × the GPUs' busy watts per TFLOPS × the region's PUE.
 
         BACE-Pipe's Cost-Min puts GPUs "in cheaper regions". Its worlds have constant prices and one GPU type,
         where this order is the price order. Here prices change by the hour and fleets mix GPU types: a price that
-        holds for the next hour only, or on a GPU that needs twice the energy for the same work, is not cheap.
+        holds for the next hour only, or on a GPU or in a building that needs more energy for the same work, is not
+        cheap.
+        ``over_run=False`` takes the price now, ``per_unit_work=False`` the price alone.
         """
-        rank = self._cost_ranks.get(job.job_id)
+        key = (job.job_id, over_run, per_unit_work)
+        rank = self._cost_ranks.get(key)
         if rank is None:
             w, now = self.sim.world, self.sim.now_s
-            run_s = job.isolated_duration_s
-            mean_price = w.price.integral(now, now + run_s) * (SECONDS_PER_HOUR / run_s)  # value·h ÷ h
-            rank = self._cost_ranks[job.job_id] = (mean_price * self._watts_per_tflops).tolist()
+            if over_run:
+                run_s = job.isolated_duration_s
+                price = w.price.integral(now, now + run_s) * (SECONDS_PER_HOUR / run_s)  # value·h ÷ h
+            else:
+                price = w.price.at(now)
+            rank = self._cost_ranks[key] = (price * self._watts_per_tflops if per_unit_work else price).tolist()
         return rank
 
     def forward(self, job: Job) -> list[float]:
@@ -231,9 +257,9 @@ def _by_price(ctx: PlacementContext, regions: list[int]) -> list[int]:
     return sorted(regions, key=lambda r: (price[r], r))
 
 
-def _by_cost(ctx: PlacementContext, job: Job, regions: list[int]) -> list[int]:
+def _by_cost(ctx: PlacementContext, job: Job, regions: list[int], reading: BaceReading = BaceReading()) -> list[int]:
     """``regions`` in ascending :meth:`PlacementContext.cost_rank` for ``job``, the lower index first on ties."""
-    rank = ctx.cost_rank(job)
+    rank = ctx.cost_rank(job, reading.price_over_run, reading.per_unit_work)
     return sorted(regions, key=lambda r: (rank[r], r))
 
 
@@ -262,25 +288,28 @@ def cr_ldf(ctx: PlacementContext, job: Job) -> Placement | None:
     return None if path is None else _fill_in_order(path, free, job.num_stages)
 
 
-def comm_fits_compute(ctx: PlacementContext, job: Job, a: int, b: int) -> bool:
-    """BACE-Pipe's admission rule for a boundary a→b: ``d·A·8/B_avail + latency <= t_stage`` (no stall)."""
+def comm_fits_compute(ctx: PlacementContext, job: Job, a: int, b: int, forward_only: bool = False) -> bool:
+    """BACE-Pipe's admission rule for a boundary a→b: ``d·A·8/B_avail + latency <= t_f + t_b`` (no stall), or
+    ``<= t_f`` with ``forward_only``."""
     spare = min(ctx.spare[a][b], ctx.spare[b][a])
     if spare <= 0.0:
         return False
     comm_s = transfer_time_s(job.wan_message_bytes, spare) + ctx.latency[a][b]
     forward = ctx.forward(job)
-    stage_s = (1.0 + pipeline.BACKWARD_TO_FORWARD) * min(forward[a], forward[b])
+    stage_s = (1.0 if forward_only else 1.0 + pipeline.BACKWARD_TO_FORWARD) * min(forward[a], forward[b])
     return comm_s <= stage_s
 
 
-def cost_min_allocate(ctx: PlacementContext, job: Job, path: Sequence[int]) -> Placement | None:
+def cost_min_allocate(
+    ctx: PlacementContext, job: Job, path: Sequence[int], reading: BaceReading = BaceReading()
+) -> Placement | None:
     """BACE-Pipe's Cost-Min allocator: one stage per path region, the rest in ascending cost, path order kept."""
     free = ctx.free_list(job)
     if len(path) > job.num_stages or any(free[r] < 1 for r in path):
         return None
     stages = {r: 1 for r in path}
     left = job.num_stages - len(path)
-    for r in _by_cost(ctx, job, path):
+    for r in _by_cost(ctx, job, path, reading):
         take = min(free[r] - 1, left)
         stages[r] += take
         left -= take
@@ -294,6 +323,8 @@ def bace_pathfinder(
     job: Job,
     check_bandwidth: bool = True,
     score: Callable[[int, int], float] | None = None,
+    by_cost: bool = True,
+    reading: BaceReading = BaceReading(),
 ) -> list[int] | None:
     """BACE-Pipe's pathfinder: the cheapest single region that holds the job, else a cross-region path grown from
     each start (cheapest first) along the best spare bandwidth.
@@ -301,26 +332,36 @@ def bace_pathfinder(
     The paper combines regions "to get past the GPU capacity of one region", so a job that one region holds
     stays in one region, where no WAN hop slows it. With ``check_bandwidth`` a region joins a
     path only if its boundary passes :func:`comm_fits_compute`; ``score`` replaces the spare-bandwidth
-    preference (the no-pathfinder ablation grows by price instead).
+    preference (the no-pathfinder ablation grows by price instead). ``by_cost=False`` (the no-Cost-Min ablation:
+    price enters only through Cost-Min) ranks the single regions and the starts by free stages instead.
+    ``reading`` chooses the readings of :class:`BaceReading`.
     """
     free = ctx.free_list(job)
-    whole = [r for r, n in enumerate(free) if n >= job.num_stages]
+    if by_cost:
+        order = lambda regions: _by_cost(ctx, job, regions, reading)  # noqa: E731
+    else:
+        order = lambda regions: sorted(regions, key=lambda r: (-free[r], r))  # noqa: E731
+    whole = [r for r, n in enumerate(free) if n >= job.num_stages] if reading.single_region_first else []
     if whole:
-        return _by_cost(ctx, job, whole)[:1]
-    admissible = (lambda a, b: comm_fits_compute(ctx, job, a, b)) if check_bandwidth else None
+        return order(whole)[:1]
+    forward_only = reading.admit_on_forward
+    admissible = (lambda a, b: comm_fits_compute(ctx, job, a, b, forward_only)) if check_bandwidth else None
+    if score is None and reading.grow_by_price:
+        rank = ctx.cost_rank(job, reading.price_over_run, reading.per_unit_work)
+        score = lambda end, new: -rank[new]  # noqa: E731
     spare = ctx.spare
     grow_score = score or (lambda end, new: spare[end][new])
-    for start in _by_cost(ctx, job, [r for r, n in enumerate(free) if n > 0]):
+    for start in order([r for r, n in enumerate(free) if n > 0]):
         path = _grow_path(ctx, job, start, grow_score, admissible=admissible, both_ends=True)
         if path is not None:
             return path
     return None
 
 
-def bace_pipe(ctx: PlacementContext, job: Job) -> Placement | None:
+def bace_pipe(ctx: PlacementContext, job: Job, reading: BaceReading = BaceReading()) -> Placement | None:
     """BACE-Pipe: bandwidth-aware pathfinder + Cost-Min allocator."""
-    path = bace_pathfinder(ctx, job)
-    return None if path is None else cost_min_allocate(ctx, job, path)
+    path = bace_pathfinder(ctx, job, reading=reading)
+    return None if path is None else cost_min_allocate(ctx, job, path, reading)
 
 
 def bace_pipe_no_pathfinder(ctx: PlacementContext, job: Job) -> Placement | None:
@@ -331,8 +372,9 @@ def bace_pipe_no_pathfinder(ctx: PlacementContext, job: Job) -> Placement | None
 
 
 def bace_pipe_no_costmin(ctx: PlacementContext, job: Job) -> Placement | None:
-    """Ablation: the bandwidth-aware pathfinder's path, filled greedily in path order instead of by price."""
-    path = bace_pathfinder(ctx, job)
+    """Ablation: the bandwidth-aware pathfinder with no price in it (single regions and starts by free stages),
+    its path filled greedily in path order."""
+    path = bace_pathfinder(ctx, job, by_cost=False)
     return None if path is None else _fill_in_order(path, ctx.free_list(job), job.num_stages)
 
 
@@ -362,7 +404,23 @@ SELECTORS: dict[str, Callable[[CandidateInfo], float]] = {
     "cheapest": lambda c: c.cost_usd,
     "greenest": lambda c: c.carbon_kg,
 }
-ALL_STRATEGIES: tuple[str, ...] = tuple(BASE_STRATEGIES) + tuple(SELECTORS)
+ALL_STRATEGIES: tuple[str, ...] = tuple(BASE_STRATEGIES) + tuple(SELECTORS)  # the built-in choices
+
+
+def strategy_names() -> tuple[str, ...]:
+    """Every strategy an env accepts now: the built-in ones and those added by :func:`register_strategy`."""
+    return tuple(BASE_STRATEGIES) + tuple(SELECTORS)
+
+
+def register_strategy(name: str, strategy: Callable[[PlacementContext, Job], Placement | None]) -> None:
+    """Make ``strategy`` available as a candidate strategy (``gym.make(..., strategies=[..., name])``).
+
+    A strategy returns a :class:`Placement` of exactly ``job.num_stages`` stages that the cluster can hold now, or
+    None. Registration is per process: a worker process must register it too (e.g. when your module is imported).
+    """
+    if name in BASE_STRATEGIES or name in SELECTORS:
+        raise ValueError(f"strategy {name!r} exists already")
+    BASE_STRATEGIES[name] = strategy
 
 
 def candidate_row(ctx: PlacementContext, job: Job, strategies: Sequence[str] = STRATEGY_NAMES) -> list[CandidateInfo | None]:

@@ -155,3 +155,32 @@ def test_cost_rank_is_the_mean_price_over_the_expected_run():
     watts_per_tflops = env.world.busy_watts / env.world.tflops
     assert ctx.cost_rank(job) == pytest.approx((mean_price * watts_per_tflops).tolist(), rel=1e-12)
     assert run_s > 3600.0 and ctx.cost_rank(job)[1] != pytest.approx(ctx.price[1] * watts_per_tflops[1])
+
+
+def test_literal_reading_grows_a_path_that_one_region_would_hold(tmp_path):
+    """``BaceReading(single_region_first=False)`` reads the paper literally: from the cheapest start a (1 GPU) the
+    pathfinder grows to c, although c alone (2 GPUs) holds the job."""
+    import functools
+
+    from geopipe_env import placement
+
+    env = GeoPipeEnv(_scenario(tmp_path, c_gpus=2))
+    env.reset(seed=0)
+    ctx = placement.PlacementContext(env.sim)
+    job = env.world.jobs[1]
+    literal = functools.partial(placement.bace_pipe, reading=placement.BaceReading(single_region_first=False))
+    assert literal(ctx, job).regions == (0, 2)
+    assert placement.bace_pipe(ctx, job).regions == (2,)
+
+
+def test_registered_strategy_becomes_a_candidate_slot(tmp_path, monkeypatch):
+    """``register_strategy`` adds a strategy the env accepts as a candidate slot; a taken name is refused."""
+    from geopipe_env import placement
+
+    monkeypatch.setattr(placement, "BASE_STRATEGIES", dict(placement.BASE_STRATEGIES))
+    placement.register_strategy("all-in-c", lambda ctx, job: placement._placement((2,), (job.num_stages,)))
+    env = GeoPipeEnv(_scenario(tmp_path, c_gpus=2), strategies=["lcf", "all-in-c"])
+    env.reset(seed=0)
+    assert env.candidate(0, 1).placement.regions == (2,)
+    with pytest.raises(ValueError, match="exists already"):
+        placement.register_strategy("lcf", placement.lcf)

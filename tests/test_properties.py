@@ -11,7 +11,8 @@ from stable_baselines3.common.vec_env import SubprocVecEnv
 import geopipe_env  # noqa: F401
 from geopipe_env.env import GeoPipeEnv
 from geopipe_env.simulator import JobStatus
-from geopipe_env.synthetic import random_scenario
+from geopipe_env.loader import ScenarioError, load_scenario
+from geopipe_env.synthetic import random_scenario_dict
 
 
 @given(  # example count: the hypothesis profile (tests/conftest.py), 40 by default
@@ -21,10 +22,25 @@ from geopipe_env.synthetic import random_scenario
     market_prices=st.booleans(),
     action_seed=st.integers(0, 2**32 - 1),
     invalid_rate=st.sampled_from([0.0, 0.2]),
+    replicas=st.sampled_from([1, 1, 2, 4]),
 )
-def test_random_worlds_keep_invariants(world_seed, num_regions, num_jobs, market_prices, action_seed, invalid_rate):
-    """No exception; GPUs, link loads, clock, energy, cost, carbon, JCT bounds and the reward sum hold at every step."""
-    scenario = random_scenario(np.random.default_rng(world_seed), num_regions, num_jobs, market_prices=market_prices)
+def test_random_worlds_keep_invariants(world_seed, num_regions, num_jobs, market_prices, action_seed, invalid_rate, replicas):
+    """No exception; GPUs, link loads, clock, energy, cost, carbon, JCT bounds and the reward sum hold at every step.
+
+    A world with ``replicas`` > 1 runs every job as that many data-parallel replicas with the same per-replica batch
+    (or single-replica, when its regions cannot hold the replicas' stages).
+    """
+    spec = random_scenario_dict(np.random.default_rng(world_seed), num_regions, num_jobs, market_prices=market_prices)
+    scenario = None
+    if replicas > 1:
+        workload = spec["workload"]
+        replicated = {**workload, "data_parallel": replicas, "global_batch_size": workload.pop("num_microbatches") * replicas}
+        try:
+            scenario = load_scenario({**spec, "workload": replicated})
+        except ScenarioError:
+            workload["num_microbatches"] = replicated["global_batch_size"] // replicas
+    if scenario is None:
+        scenario = load_scenario(spec)
     env = GeoPipeEnv(scenario)
     rng = np.random.default_rng(action_seed)
     obs, info = env.reset(seed=int(rng.integers(2**31)))
