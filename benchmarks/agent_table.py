@@ -13,8 +13,9 @@ defaults to the only policy with paired differences in the file.
 
 from __future__ import annotations
 
-import json
 import sys
+
+import results_file
 
 REFERENCE = "bace-pipe"
 
@@ -25,18 +26,16 @@ def _diff(est: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) not in (1, 2):
-        print(__doc__)
+    read = results_file.read(argv, __doc__, max_extra=1)
+    if read is None:
         return 2
-    with open(argv[0]) as f:
-        results = json.load(f)
+    results, extra = read
     paired = results["paired_return_differences"]
     print("| env | agent return | best scripted (return) | agent − best scripted, 95% CI | agent − bace-pipe, 95% CI "
           "| scripted beaten (CI > 0) | avg JCT vs bace-pipe | cost vs bace-pipe |")
     print("|---" * 8 + "|")
     for env, subjects in paired.items():
-        agent = argv[1] if len(argv) == 2 else next(iter(subjects))
+        agent = extra[0] if extra else next(iter(subjects))
         others = subjects[agent]
         policies = results["envs"][env]["policies"]
         best = max(others, key=lambda p: policies[p]["return"]["mean"])

@@ -13,10 +13,10 @@ env defaults to the first in the file.
 
 from __future__ import annotations
 
-import json
 import sys
 
 import numpy as np
+import results_file
 
 from baselines.evaluation import mean_ci
 
@@ -38,13 +38,11 @@ def _cell(rows: list[dict], metric: str, digits: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) not in (1, 2):
-        print(__doc__)
+    read = results_file.read(argv, __doc__, max_extra=1)
+    if read is None:
         return 2
-    with open(argv[0]) as f:
-        results = json.load(f)
-    env = argv[1] if len(argv) == 2 else next(iter(results["envs"]))
+    results, extra = read
+    env = extra[0] if extra else next(iter(results["envs"]))
     rows = [r for r in results["episodes"] if r["env"] == env]
     print("| policy | stalled frac. | comm slowdown | peak link util. | avg JCT (h) | cost ($) "
           "| JCT vs bace-pipe, paired % | cost vs bace-pipe, paired % |")

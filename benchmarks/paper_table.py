@@ -10,8 +10,9 @@ Every figure is a change of one policy's mean over the same seeds against anothe
 
 from __future__ import annotations
 
-import json
 import sys
+
+import results_file
 
 # (row label, policy a, policy b, the paper's reported change of a vs b for JCT, for cost) — arXiv 2605.25375.
 ROWS = [
@@ -35,12 +36,10 @@ def change_pct(policies: dict, a: str, b: str, metric: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        print(__doc__)
+    read = results_file.read(argv, __doc__, max_extra=0)
+    if read is None:
         return 2
-    with open(argv[0]) as f:
-        results = json.load(f)
+    results, extra = read
     envs = list(results["envs"])
     header = "| comparison | " + " | ".join(f"{e} JCT % | {e} cost %" for e in envs) + " | paper JCT % | paper cost % |"
     print(header)
