@@ -257,7 +257,7 @@ class GeoPipeEnv(gym.Env):
         return self._cands[slot][strategy]
 
     def episode_metrics(self) -> dict[str, float]:
-        """The episode's metrics so far (finished jobs only for JCT statistics; the README lists them)."""
+        """The episode's metrics so far (finished jobs only for JCT statistics; docs/environment.md lists them)."""
         sim, w = self.sim, self.world
         done = sim.status == JobStatus.DONE
         arrival = np.array([j.arrival_s for j in w.jobs])

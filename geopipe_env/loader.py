@@ -2,7 +2,7 @@
 
 It sits above the physics because rejecting a world where a job could never run needs the sizing rule.
 
-The schema is documented in the README ("Scenario files"). All checks happen
+The schema is documented in docs/scenarios.md. All checks happen
 here, at load time: a bad file raises :class:`ScenarioError`, naming the offending key path and what was
 expected, and never fails later inside the simulator.
 

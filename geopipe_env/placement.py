@@ -53,8 +53,8 @@ STRATEGY_NAMES: tuple[str, ...] = ("bace-pipe", "cr-lcf", "cr-ldf", "lcf", "ldf"
 
 
 class BaceReading(NamedTuple):
-    """How BACE-Pipe reads what its paper leaves open. The defaults are the ``bace-pipe`` strategy's; the README
-    ("BACE-Pipe where the paper is silent") gives the measurements behind each.
+    """How BACE-Pipe reads what its paper leaves open. The defaults are the ``bace-pipe`` strategy's;
+    docs/policies.md ("BACE-Pipe where the paper is silent") gives the measurements behind each.
 
     Attributes:
         single_region_first: a job that one region holds goes to the cheapest such region, with no WAN hop.

@@ -5,7 +5,7 @@ size, ``M`` micro-batches per iteration. A stage's forward time per micro-batch 
 ``t_f = 2·(P/S)·b·s / (g·tflops·1e12·MFU)`` for a stage on ``g`` GPUs, and ``t_b = 2·t_f`` (the 6·P·tokens rule).
 Each stage boundary moves one activation of ``A = b·s·h·2`` bytes forward and a gradient of the same size back.
 
-Analytic iteration time (see also the README, "Physics"). Every stage and every directed hop is a serial
+Analytic iteration time (see also docs/physics.md). Every stage and every directed hop is a serial
 resource; a hop's latency is a pure delay. With per-stage ``f_i, b_i`` and per-hop transfer ``x_k`` and latency
 ``l_k``:
 
@@ -40,7 +40,7 @@ resource; a hop's latency is a pure delay. With per-stage ``f_i, b_i`` and per-h
   ``T = R + max(n(t+2y) − 2y⌈n/S⌉, ⌊n/S⌋·(St+2(S−1)y) + (n mod S)·max(t,x), n·max(t,x))`` with ``t = f+b``,
   ``y = x+l``. The family contains it, so the value is exact there. With unequal stages or hops it can fall
   short when the critical path mixes several kinds of step. The exact schedule-table simulation in
-  :mod:`geopipe_env.physics.schedule` is the reference; the README ("Physics") gives the measured
+  :mod:`geopipe_env.physics.schedule` is the reference; docs/physics.md gives the measured
   errors.
 """
 
