@@ -4,7 +4,8 @@ The unit of work is :func:`run_episode` ``(env, policy_spec, seed, cost_weight, 
 top-level function of picklable arguments returning a plain dict, so it runs the same in-process and in a
 ``spawn`` process pool. :func:`run_episodes` fans the episodes out; :func:`summarize` turns the rows into
 mean ± CI per (env, policy, metric) with the % change against :data:`REFERENCE_POLICY`; :func:`markdown_tables`,
-:func:`write_csv` and :func:`write_json` report them (``baselines.plots`` draws them). ``evaluate.py`` is the CLI.
+:func:`write_csv` and :func:`write_json` report them (``baselines.plots`` draws them). The CLI is
+``baselines.evaluate_cli`` (``geopipe-evaluate``, or ``python evaluate.py`` in a source checkout).
 
 Seeds: evaluation uses ``seed_start .. seed_start + n - 1`` with ``seed_start = 1000`` by default. Seeds from
 1000 up are held out for evaluation; train on seeds below 1000.
@@ -102,12 +103,12 @@ def build_policy(spec: str) -> Policy:
     return make_policy(spec)
 
 
-def default_policy_specs() -> list[str]:
-    """Every scripted policy (aliases left out), then every ``agents/pretrained/*.zip`` that exists (sorted)."""
-    import agents
+def default_policy_specs(include_agent: bool = True) -> list[str]:
+    """Every scripted policy (aliases left out), then the shipped agent's file unless ``include_agent`` is False
+    (the CLI leaves it out when the ``[train]`` extra that loads it is not installed)."""
+    from agents import pretrained_path
 
-    pretrained = Path(agents.__file__).resolve().parent / "pretrained"
-    return [*policy_names(include_aliases=False), *sorted(str(p) for p in pretrained.glob(f"*{AGENT_SUFFIX}"))]
+    return [*policy_names(include_aliases=False), *([str(pretrained_path())] if include_agent else [])]
 
 
 def check_inputs(envs: Sequence[EnvSpec], policy_specs: Sequence[str], cost_weight: float | None) -> list[str]:
@@ -144,10 +145,10 @@ def check_inputs(envs: Sequence[EnvSpec], policy_specs: Sequence[str], cost_weig
 @contextmanager
 def _input_errors() -> Iterator[None]:
     """Re-raise input errors (ScenarioError, ObservationSpaceMismatch, NameNotFound, a kwarg an env does not take,
-    ...) as EvaluationInputError."""
+    an agent without the ``[train]`` extra installed, ...) as EvaluationInputError."""
     try:
         yield
-    except (ValueError, TypeError, FileNotFoundError, gym.error.Error) as exc:
+    except (ValueError, TypeError, FileNotFoundError, ImportError, gym.error.Error) as exc:
         raise EvaluationInputError(str(exc)) from exc
 
 
