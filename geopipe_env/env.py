@@ -11,7 +11,10 @@ shared max-min fairly by running pipelines.
 strategy ``a % K`` (``STRATEGY_NAMES``); action ``Q·K`` waits until the next event. ``action_masks()`` (and
 ``info["action_mask"]``) marks valid actions. An invalid action (masked, or out of range) is a no-op that acts as
 a wait, costs ``invalid_action_penalty`` reward and is counted in the metrics; a non-integer action raises
-``TypeError``.
+``TypeError``. Wait is valid in every mask, including the one returned with the terminal or truncated step,
+where it is the only valid action: vector envs (``gymnasium.make_vec``, default autoreset) hand that mask to the
+policy, send its action with the next ``step``, and reset the sub-env instead of stepping it, so an all-False
+mask would leave a masked policy with nothing to choose. Calling ``step`` on the ended env itself still raises.
 
 ## Observation Space
 A ``Dict`` of flat float32 boxes, padded to ``max_regions``; each is a row-major table (``observation.obs_layout``):
@@ -194,7 +197,8 @@ class GeoPipeEnv(gym.Env):
         return self._observe(), float(reward), self.terminated, self.truncated, info
 
     def action_masks(self) -> np.ndarray:
-        """(Q·K + 1,) bool, True = valid. Wait is valid whenever the episode runs."""
+        """(Q·K + 1,) bool, True = valid. Wait is always valid, also in the mask returned with the episode's last
+        step, so that a masked policy under an autoresetting vector env has an action to send there."""
         return self._mask.copy()
 
     def render(self):
@@ -218,7 +222,7 @@ class GeoPipeEnv(gym.Env):
         if self.sim.next_event_s() > self.scenario.horizon_s:
             self.sim.advance_to(self.scenario.horizon_s)
             self.truncated = True
-            self._set_mask_empty()
+            self._set_mask_ended()
             return False
         self.sim.step_event()
         return True
@@ -227,16 +231,18 @@ class GeoPipeEnv(gym.Env):
         while True:
             if self.sim.done:
                 self.terminated = True
-                self._set_mask_empty()
+                self._set_mask_ended()
                 return
             if self.sim.waiting and self._compute_candidates():
                 return
             if not self._next_event_or_truncate():
                 return
 
-    def _set_mask_empty(self) -> None:
+    def _set_mask_ended(self) -> None:
+        """No candidates once the episode has ended, and wait alone stays valid (see ``action_masks``)."""
         self._cands = []
         self._mask = np.zeros(self.action_space.n, dtype=bool)
+        self._mask[self.wait_action] = True
 
     def _compute_candidates(self) -> bool:
         """Fill the candidate table and mask for the visible queue; True if any launch is possible."""

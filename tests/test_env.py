@@ -77,6 +77,29 @@ def test_pickled_env_continues_identically():
     assert info["episode_metrics"] == info_c["episode_metrics"]
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_masked_random_loop_runs_under_make_vec_autoreset(mode):
+    """The README's masked-random loop runs for hundreds of steps under gymnasium.make_vec (default autoreset):
+    the mask returned with an episode's last step holds wait alone, so there is always an action to send, and
+    every action sent is valid."""
+    vec = gym.make_vec("GeoPipe-Toy-v0", num_envs=2, vectorization_mode=mode)
+    rng = np.random.default_rng(0)
+    ended = invalid = 0
+    try:
+        obs, info = vec.reset(seed=[0, 1])
+        for _ in range(300):
+            actions = np.array([rng.choice(np.flatnonzero(mask)) for mask in info["action_mask"]])
+            obs, rewards, terminated, truncated, info = vec.step(actions)
+            done = terminated | truncated
+            for i in np.flatnonzero(done):
+                assert np.flatnonzero(info["action_mask"][i]).tolist() == [vec.single_action_space.n - 1]  # wait alone
+                invalid += int(info["episode_metrics"]["invalid_actions"][i])
+            ended += int(done.sum())
+    finally:
+        vec.close()
+    assert ended >= 100 and invalid == 0  # a toy episode takes three decisions
+
+
 def test_async_vector_env_steps():
     """gymnasium.make_vec with async vectorisation resets and steps two GeoPipe-v0 envs."""
     vec = gym.make_vec("GeoPipe-v0", num_envs=2, vectorization_mode="async")
