@@ -220,6 +220,26 @@ def check_env_args(env_id: str, env_kwargs: dict[str, Any]) -> None:
         env.close()
 
 
+def check_model_args(algo: str, env_id: str, hyperparams: dict[str, Any]) -> None:
+    """Build the model once on one in-process env (under ``VecNormalize`` if asked), so that a policy, a
+    ``policy_kwargs`` entry or a ``normalize`` key the algorithm cannot take fails before the run folder exists.
+
+    Only the type errors SB3 and torch raise for such arguments count as bad input; anything else is a bug and
+    keeps its traceback.
+    """
+    venv: VecEnv = DummyVecEnv([functools.partial(make_env, env_id, hyperparams["env_kwargs"])])
+    try:
+        norm = vecnormalize_kwargs(hyperparams)
+        env = venv if norm is None else VecNormalize(venv, **norm)
+        policy = CUSTOM_POLICIES.get(hyperparams["policy"], hyperparams["policy"])
+        ALGOS[algo](policy, env, device="cpu", **model_kwargs(hyperparams))
+    except (ValueError, TypeError, KeyError, AssertionError) as exc:
+        detail = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
+        raise TrainingInputError(f"{algo} cannot build a model from these hyperparameters: {detail}") from exc
+    finally:
+        venv.close()
+
+
 # ---------------------------------------------------------------------------------------------------- runs
 @dataclass(frozen=True, slots=True)
 class RunPlan:
@@ -267,7 +287,9 @@ def plan_run(
     folder) keeps that run's algorithm, env id and ``config.yml`` hyperparameters (``algo`` / ``env_id`` may be
     None or must match), continues from its latest saved model, and takes ``n_timesteps`` as the timesteps to
     add; ``overrides`` apply in both cases. The periodic evaluation runs on seeds ``eval_seed_start`` onwards, which
-    must be held out (at least 1000); keep them apart from the seeds a final comparison reports.
+    must be held out (at least 1000); keep them apart from the seeds a final comparison reports. A new run's
+    model is built once here (:func:`check_model_args`), so that nothing is written for hyperparameters it
+    cannot take.
     """
     resume_model = None
     if resume is not None:
@@ -306,6 +328,8 @@ def plan_run(
     if hyperparams["policy"] in CUSTOM_POLICIES and algo != DEFAULT_ALGO:
         raise TrainingInputError(f"policy {hyperparams['policy']} needs --algo {DEFAULT_ALGO} (it reads action masks)")
     check_env_args(env_id, hyperparams["env_kwargs"])
+    if resume_model is None:  # a resumed model keeps its saved policy
+        check_model_args(algo, env_id, hyperparams)
     eval_seeds = tuple(range(eval_seed_start, eval_seed_start + eval_episodes))
     return RunPlan(algo, env_id, seed, hyperparams, eval_seeds, resume_model)
 
