@@ -27,13 +27,17 @@ from baselines.evaluation import (
     DEFAULT_ENV_ID,
     DEFAULT_SEED_START,
     REFERENCE_POLICY,
+    RESULTS_FILES,
     EvaluationInputError,
     check_inputs,
+    check_output_folder,
     default_policy_specs,
+    held_out_warning,
     markdown_tables,
     paired_differences,
     paired_tables,
     parse_env,
+    provenance,
     run_episodes,
     summarize,
     write_csv,
@@ -65,6 +69,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser.add_argument("--seed-start", type=int, default=DEFAULT_SEED_START, help=f"first seed (default {DEFAULT_SEED_START}, held out)")
     parser.add_argument("--workers", type=_POSITIVE_INT, default=os.cpu_count() or 1, help="processes; 1 runs in-process (default: CPU count)")
     parser.add_argument("--out", type=Path, default=Path("results"), help="output folder (default results/)")
+    parser.add_argument("--force", action="store_true", help=f"overwrite the {' and '.join(RESULTS_FILES)} of an earlier evaluation in --out")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
     parser.add_argument("--cost-weight", type=float, default=None, help="the env's reward cost weight (default: the scenario's)")
     return parser
@@ -86,8 +91,12 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     seeds = list(range(args.seed_start, args.seed_start + args.episodes))
     try:
         names = check_inputs(envs, policy_specs, args.cost_weight)
+        check_output_folder(args.out, args.force)
     except EvaluationInputError as exc:
         parser.error(str(exc))
+    warning = held_out_warning(seeds)
+    if warning:
+        print(f"{prog}: warning: {warning}", file=sys.stderr)
 
     started = time.perf_counter()
     rows = run_episodes(envs, policy_specs, seeds, args.cost_weight, args.workers)
@@ -105,6 +114,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
         "seeds": seeds,
         "cost_weight": args.cost_weight,
         "workers": args.workers,
+        **provenance(),
         "paired_return_differences": {
             env: {subject: {other: est._asdict() for other, est in others.items()} for subject, others in subjects.items()}
             for env, subjects in differences.items()

@@ -14,13 +14,18 @@ Seeds: evaluation uses ``seed_start .. seed_start + n - 1`` with ``seed_start = 
 from __future__ import annotations
 
 import csv
+import importlib.metadata
+import importlib.util
 import json
 import math
 import multiprocessing
+import os
 import re
+import subprocess
+import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -29,7 +34,7 @@ import gymnasium as gym
 import numpy as np
 from tqdm import tqdm
 
-import geopipe_env  # noqa: F401  (registers the env ids)
+import geopipe_env  # registers the env ids; provenance() reads its version and location
 from baselines import make_policy, policy_names
 from baselines.policy import Policy, play_episode
 from geopipe_env.env import GeoPipeEnv
@@ -41,6 +46,14 @@ REFERENCE_POLICY = "bace-pipe"  # the % change columns compare every policy with
 CONFIDENCE = 0.95
 SCENARIO_SUFFIXES = (".yaml", ".yml")
 AGENT_SUFFIX = ".zip"
+RESULTS_FILES = ("results.csv", "results.json")  # an --out folder holding either has an earlier evaluation in it
+# Episodes already run one per process; a saved agent's small MLP gains nothing from more torch threads and loses
+# to contention between the processes.
+TORCH_THREADS_PER_PROCESS = 1
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")  # read by torch when it is first imported
+# Distributions whose versions a results file records, by import name (recorded only when importable).
+RECORDED_PACKAGES = {"gymnasium": "gymnasium", "numpy": "numpy", "torch": "torch", "stable_baselines3": "stable-baselines3", "sb3_contrib": "sb3-contrib"}
+GIT_TIMEOUT_S = 10.0
 
 ID_COLUMNS = ("env", "policy", "seed")
 SERIES_KEYS = ("jct_h", "comm_slowdown", "timeline")  # per-episode lists, kept out of the CSV
@@ -152,6 +165,73 @@ def _input_errors() -> Iterator[None]:
         raise EvaluationInputError(str(exc)) from exc
 
 
+def check_output_folder(out: Path, force: bool = False) -> None:
+    """Make sure the results can be written to ``out`` before any episode runs, without creating anything.
+
+    Raises:
+        EvaluationInputError: ``out`` is a file, lies below a file, cannot be written, or already holds the
+            results of an earlier evaluation (unless ``force``).
+    """
+    existing = out
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise EvaluationInputError(f"--out {out}: {existing} is a file, not a folder")
+    try:
+        with tempfile.TemporaryFile(dir=existing):  # a real write, also where os.access says yes (as root)
+            pass
+    except OSError as exc:
+        raise EvaluationInputError(f"--out {out}: cannot write in {existing} ({exc.strerror or exc})") from exc
+    earlier = [name for name in RESULTS_FILES if (out / name).exists()]
+    if earlier and not force:
+        raise EvaluationInputError(
+            f"--out {out} holds an earlier evaluation ({', '.join(earlier)}); pass --force to overwrite it, or choose another folder"
+        )
+
+
+def held_out_warning(seeds: Sequence[int]) -> str | None:
+    """A one-line warning when some seeds lie below :data:`DEFAULT_SEED_START`, where training draws its seeds."""
+    low = [s for s in seeds if s < DEFAULT_SEED_START]
+    if not low:
+        return None
+    return (
+        f"seeds {low[0]}..{low[-1]} lie below {DEFAULT_SEED_START}, among the training seeds; "
+        f"a trained agent may have seen those episodes (use --seed-start {DEFAULT_SEED_START} or above for held-out results)"
+    )
+
+
+def provenance() -> dict[str, Any]:
+    """What produced a results file: the versions of geopipe and the packages it ran on (those importable here),
+    and the git commit of the geopipe source (None outside a git checkout) with whether it had local changes."""
+    versions: dict[str, str | None] = {"geopipe": geopipe_env.__version__}
+    for module, distribution in RECORDED_PACKAGES.items():
+        if importlib.util.find_spec(module) is not None:
+            try:
+                versions[distribution] = importlib.metadata.version(distribution)
+            except importlib.metadata.PackageNotFoundError:
+                versions[distribution] = None
+    commit, dirty = _git_state(Path(geopipe_env.__file__).resolve().parent)
+    return {"versions": versions, "git_commit": commit, "git_dirty": dirty}
+
+
+def _git_state(package_dir: Path) -> tuple[str | None, bool | None]:
+    """(commit, has local changes) of the checkout that tracks ``package_dir``; (None, None) if there is none
+    (an installed copy, no git, or a git repository that merely contains site-packages)."""
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", "-C", str(package_dir), *args], capture_output=True, text=True, timeout=GIT_TIMEOUT_S)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout if done.returncode == 0 else None
+
+    if git("ls-files", "--error-unmatch", "__init__.py") is None:
+        return None, None
+    commit = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return (commit.strip() if commit else None), (bool(status.strip()) if status is not None else None)
+
+
 # ---------------------------------------------------------------------------------------------------- episodes
 def run_episode(env_spec: EnvSpec, policy_spec: str, seed: int, cost_weight: float | None, record_timeline: bool = False) -> dict[str, Any]:
     """One episode; a plain, picklable dict of its results.
@@ -202,25 +282,50 @@ def run_episodes(
     """Every (env, policy, seed) episode, in that order; the first seed's episodes record their GPU timeline.
 
     ``workers > 1`` runs them in a ``spawn`` process pool (safe whatever the parent has imported, e.g. torch);
-    ``workers == 1`` runs them in this process.
+    ``workers == 1`` runs them in this process. Either way a saved agent runs torch on one thread per process.
     """
     tasks = [(e, p, s, cost_weight, s == seeds[0]) for e in envs for p in policy_specs for s in seeds]
     bar = tqdm(total=len(tasks), desc="episodes", unit="ep", disable=not progress)
     try:
         if workers <= 1:
+            with_agent = any(spec.lower().endswith(AGENT_SUFFIX) for spec in policy_specs)
             rows = []
-            for task in tasks:
-                rows.append(run_episode(*task))
-                bar.update()
+            with _torch_threads(TORCH_THREADS_PER_PROCESS) if with_agent else nullcontext():
+                for task in tasks:
+                    rows.append(run_episode(*task))
+                    bar.update()
             return rows
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=context) as pool:
+        with worker_pool(min(workers, len(tasks))) as pool:
             futures = [pool.submit(run_episode, *task) for task in tasks]
             for _ in as_completed(futures):
                 bar.update()
             return [f.result() for f in futures]
     finally:
         bar.close()
+
+
+def worker_pool(workers: int) -> ProcessPoolExecutor:
+    """A ``spawn`` process pool whose workers run torch on :data:`TORCH_THREADS_PER_PROCESS` thread(s)."""
+    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker)
+
+
+def _init_worker() -> None:
+    """Pool worker start-up, before any agent imports torch: torch sizes its thread pool from these variables."""
+    for name in THREAD_VARIABLES:
+        os.environ[name] = str(TORCH_THREADS_PER_PROCESS)
+
+
+@contextmanager
+def _torch_threads(num_threads: int) -> Iterator[None]:
+    """Run the block with torch on ``num_threads`` threads, and give the caller's thread count back after it."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(num_threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 # ---------------------------------------------------------------------------------------------------- statistics

@@ -3,13 +3,20 @@
 import csv
 import json
 import math
+import os
+import re
+import subprocess
 
+import gymnasium as gym
 import numpy as np
 import pytest
 from conftest import load_script
 
-from baselines import policy_names
+import geopipe_env
+from agents import pretrained_path
+from baselines import evaluate_cli, evaluation, policy_names
 from baselines.evaluation import (
+    _git_state,
     change_vs_reference_pct,
     mean_ci,
     paired_differences,
@@ -18,6 +25,7 @@ from baselines.evaluation import (
     parse_env,
     run_episodes,
     t_critical,
+    worker_pool,
 )
 
 evaluate = load_script("evaluate")
@@ -136,3 +144,104 @@ def test_pareto_front_keeps_only_undominated_points():
     """A point is on the front unless another is no worse in both coordinates and better in one."""
     points = [(1.0, 5.0), (2.0, 2.0), (3.0, 3.0), (4.0, 1.0), (1.0, 6.0), (math.nan, 0.0)]
     assert pareto_front(points) == [0, 1, 3]
+
+
+TINY = ["--env", TOY, "--policies", "lcf", "--seeds", "1", "--workers", "1", "--no-plots"]
+
+
+def _no_episodes(*args, **kwargs):
+    raise AssertionError("an episode ran")
+
+
+@pytest.mark.parametrize("where", ["file", "below-file"])
+def test_out_that_cannot_hold_results_exits_2_before_any_episode(where, tmp_path, capsys, monkeypatch):
+    """An --out that is a file, or lies below one, stops the run with one line and exit code 2 before any episode."""
+    monkeypatch.setattr(evaluate_cli, "run_episodes", _no_episodes)
+    blocker = tmp_path / "blocker"
+    blocker.write_text("")
+    out = blocker if where == "file" else blocker / "sub" / "dir"
+    with pytest.raises(SystemExit) as exit_info:
+        evaluate.main([*TINY, "--out", str(out)])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.count("\n") == 1 and f"--out {out}" in err and "is a file" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["blocker"]
+
+
+def test_an_earlier_evaluation_is_kept_unless_forced(tmp_path, capsys, monkeypatch):
+    """A folder holding results.csv/results.json is refused (exit 2, one line, files untouched); --force overwrites."""
+    out = tmp_path / "res"
+    assert evaluate.main([*TINY, "--out", str(out)]) == 0
+    before = (out / "results.json").read_text()
+    capsys.readouterr()
+    with monkeypatch.context() as patch:
+        patch.setattr(evaluate_cli, "run_episodes", _no_episodes)
+        with pytest.raises(SystemExit) as exit_info:
+            evaluate.main([*TINY, "--seed-start", "1001", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.count("\n") == 1 and "--force" in err
+    assert (out / "results.json").read_text() == before
+    assert evaluate.main([*TINY, "--seed-start", "1001", "--out", str(out), "--force"]) == 0
+    assert json.loads((out / "results.json").read_text())["seeds"] == [1001]
+
+
+def test_seeds_below_1000_give_one_warning_line(tmp_path, capsys):
+    """Seeds from the training range are allowed with one warning line on stderr; held-out seeds give none."""
+    assert evaluate.main([*TINY, "--seeds", "2", "--seed-start", "999", "--out", str(tmp_path / "low")]) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and "999..999" in warnings[0] and "below 1000" in warnings[0]
+    assert evaluate.main([*TINY, "--out", str(tmp_path / "held-out")]) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_results_record_package_versions_and_the_git_commit(tmp_path):
+    """results.json names the geopipe, gymnasium, numpy, torch and SB3 versions and the source's git commit."""
+    assert evaluate.main([*TINY, "--out", str(tmp_path)]) == 0
+    doc = json.loads((tmp_path / "results.json").read_text())
+    versions = doc["versions"]
+    assert versions["geopipe"] == geopipe_env.__version__
+    assert versions["gymnasium"] == gym.__version__ and versions["numpy"] == np.__version__
+    assert versions["torch"].startswith(__import__("torch").__version__.split("+")[0])
+    assert {"stable-baselines3", "sb3-contrib"} <= set(versions)
+    head = subprocess.run(["git", "-C", os.path.dirname(geopipe_env.__file__), "rev-parse", "HEAD"], capture_output=True, text=True)
+    if head.returncode == 0:
+        assert doc["git_commit"] == head.stdout.strip() and isinstance(doc["git_dirty"], bool)
+    else:
+        assert doc["git_commit"] is None
+    assert doc["git_commit"] is None or re.fullmatch(r"[0-9a-f]{40}", doc["git_commit"])
+
+
+def test_git_state_is_null_outside_a_checkout(tmp_path):
+    """A folder no git checkout tracks (an installed copy) records no commit."""
+    assert _git_state(tmp_path) == (None, None)
+
+
+def _torch_threads_in_worker() -> tuple[str | None, int]:
+    import torch
+
+    return os.environ.get("OMP_NUM_THREADS"), torch.get_num_threads()
+
+
+def test_pool_workers_run_torch_on_one_thread():
+    """Evaluation worker processes start with OMP_NUM_THREADS=1, so torch runs one thread in each."""
+    with worker_pool(1) as pool:
+        assert pool.submit(_torch_threads_in_worker).result() == ("1", 1)
+
+
+def test_in_process_agent_episodes_run_torch_on_one_thread(monkeypatch):
+    """With --workers 1 a saved agent's episodes run on one torch thread, and the caller's count is restored."""
+    torch = pytest.importorskip("torch")
+    seen = []
+    real = evaluation.run_episode
+
+    def spy(*args):
+        seen.append(torch.get_num_threads())
+        return real(*args)
+
+    monkeypatch.setattr(evaluation, "run_episode", spy)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        run_episodes([parse_env(TOY)], [str(pretrained_path())], [1000], None, workers=1, progress=False)
+        assert seen == [1] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(threads)
