@@ -33,6 +33,8 @@ from baselines.evaluation import (
     check_output_folder,
     default_policy_specs,
     held_out_warning,
+    improvement_across_envs,
+    improvement_table,
     markdown_tables,
     paired_differences,
     paired_tables,
@@ -104,8 +106,13 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     print(markdown_tables(summary, seeds))
     # Paired return differences: each saved agent against every other policy, else bace-pipe against the rest.
     agent_names = [name for name, spec in zip(names, policy_specs) if spec.lower().endswith(AGENT_SUFFIX)]
-    differences = paired_differences(rows, agent_names or [REFERENCE_POLICY])
+    subjects = agent_names or [REFERENCE_POLICY]
+    differences = paired_differences(rows, subjects)
     print(paired_tables(differences))
+    # Probabilities of improvement are free of each env's scale of returns, so they can be pooled over envs.
+    across_envs = improvement_across_envs(rows, subjects) if len(envs) > 1 else {}
+    if any(across_envs.values()):
+        print(improvement_table(across_envs, len(envs)))
 
     args.out.mkdir(parents=True, exist_ok=True)
     write_csv(rows, args.out / "results.csv")
@@ -116,8 +123,11 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
         "workers": args.workers,
         **provenance(),
         "paired_return_differences": {
-            env: {subject: {other: est._asdict() for other, est in others.items()} for subject, others in subjects.items()}
-            for env, subjects in differences.items()
+            env: {subject: {other: c._asdict() for other, c in others.items()} for subject, others in by_subject.items()}
+            for env, by_subject in differences.items()
+        },
+        "probability_of_improvement_across_envs": {
+            subject: {other: est._asdict() for other, est in others.items()} for subject, others in across_envs.items()
         },
     }
     write_json(rows, summary, envs, meta, args.out / "results.json")

@@ -18,15 +18,15 @@ from baselines import evaluate_cli, evaluation, policy_names
 from baselines.evaluation import (
     _git_state,
     change_vs_reference_pct,
-    mean_ci,
+    improvement_across_envs,
     paired_differences,
     paired_tables,
     pareto_front,
     parse_env,
     run_episodes,
-    t_critical,
     worker_pool,
 )
+from baselines.stats import holm, mean_ci, t_critical, t_test_p_value
 
 evaluate = load_script("evaluate")
 
@@ -63,9 +63,15 @@ def test_main_writes_table_csv_json_and_plots(tmp_path, capsys):
             assert entry["mean"] == pytest.approx(np.mean([float(r[metric]) for r in mine]), rel=1e-12, abs=1e-12)
             assert entry["n"] == 2
     assert set(doc["envs"][TOY]["pareto_front_jct_cost"]) <= set(POLICIES)
+    for policy in POLICIES:
+        ret = summary[policy]["return"]
+        assert ret["iqm_ci_low"] <= ret["iqm"] <= ret["iqm_ci_high"]
     if "bace-pipe" in POLICIES:  # no agent evaluated: bace-pipe is compared, seed by seed, with the others
         paired = doc["paired_return_differences"][TOY]["bace-pipe"]
         assert set(paired) == set(POLICIES) - {"bace-pipe"} and "paired return difference, bace-pipe − policy" in table
+        assert all(c["verdict"] in ("better", "worse", "not significant") and 0 <= c["prob_improvement"] <= 1 for c in paired.values())
+        assert "Holm-adjusted over all 2 comparisons" in table
+    assert doc["probability_of_improvement_across_envs"] == {}  # one env: nothing to pool
 
 
 @pytest.mark.parametrize(
@@ -135,9 +141,40 @@ def test_paired_differences_pair_by_seed():
     assert est.n == 3 and est.mean == pytest.approx(np.mean(diffs))
     assert est.ci95 == pytest.approx(t_critical(0.95, 2) * np.std(diffs, ddof=1) / np.sqrt(3))
     assert est.mean - est.ci95 < 0  # wide with 3 seeds although every difference is positive
+    assert est.p_value == pytest.approx(t_test_p_value(diffs)) and est.verdict == "not significant"
+    # Seeds 1-3: the agent beats ref on its own seed, and on another seed in 6 of the 9 (seed, seed) pairs.
+    assert est.prob_improvement == pytest.approx(6 / 9)
     table = paired_tables(paired_differences(rows, ["agent"]))
     assert "| ref | +1.333" in table and "not significant (n=3)" in table
     assert paired_differences(rows, ["absent"]) == {"e": {}}
+
+
+def test_verdicts_hold_the_family_wise_error_with_holm():
+    """Three comparisons each significant alone (p ≈ 0.04) are not significant together; a strong one stays."""
+    base = np.array([0.0, 1.0, 2.0, 3.0, 4.0, 5.0])
+    weak = np.array([1.0, 0.2, 1.5, 0.4, 1.2, -0.1])  # the subject's lead per seed: p ≈ 0.04 on its own
+    rows = [{"env": "e", "policy": "s", "seed": i, "return": v} for i, v in enumerate(base)]
+    for name, shift in (("a", weak), ("b", weak + 0.05), ("c", weak - 0.03), ("far", 10.0 + weak * 0.1)):
+        rows += [{"env": "e", "policy": name, "seed": i, "return": v} for i, v in enumerate(base - shift)]
+    found = paired_differences(rows, ["s"])["e"]["s"]
+    assert all(found[k].p_value < 0.05 for k in "abc")
+    assert [found[k].p_holm for k in (*"abc", "far")] == pytest.approx(holm([found[k].p_value for k in (*"abc", "far")]))
+    assert [found[k].verdict for k in "abc"] == ["not significant"] * 3 and found["far"].verdict == "better"
+    one_seed = [r for r in rows if r["seed"] == 0]
+    assert paired_differences(one_seed, ["s"])["e"]["s"]["a"].verdict == "n/a"
+
+
+def test_improvement_across_envs_averages_envs_of_any_scale():
+    """P(subject > other) pooled over envs is the mean of the per-env probabilities, whatever each env's scale."""
+    rows = []
+    for env, scale, subject_wins in (("small", 1.0, True), ("large", 1000.0, False)):
+        for seed in range(4):
+            rows.append({"env": env, "policy": "s", "seed": seed, "return": scale * (seed + (0.5 if subject_wins else -10))})
+            rows.append({"env": env, "policy": "o", "seed": seed, "return": scale * seed})
+    est = improvement_across_envs(rows, ["s"])["s"]["o"]
+    per_env = [paired_differences([r for r in rows if r["env"] == env], ["s"])[env]["s"]["o"].prob_improvement for env in ("small", "large")]
+    assert est.estimate == pytest.approx(np.mean(per_env)) and est.n == 4
+    assert est.low <= est.estimate <= est.high
 
 
 def test_pareto_front_keeps_only_undominated_points():
