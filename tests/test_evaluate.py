@@ -32,7 +32,7 @@ evaluate = load_script("evaluate")
 
 TOY = "GeoPipe-Toy-v0"
 POLICIES = ["cr-ldf", "lcf", *(["bace-pipe"] if "bace-pipe" in policy_names() else [])]
-PLOTS = ("jct_cost_bars", "jct_cdf", "jct_vs_cost", "gpu_timeline")
+PLOTS = ("paired_differences", "jct_cdf", "jct_vs_cost", "gpu_timeline")
 
 
 def test_main_writes_table_csv_json_and_plots(tmp_path, capsys):
