@@ -92,8 +92,8 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
         policy_specs = default_policy_specs(include_agent=with_agent)
     seeds = list(range(args.seed_start, args.seed_start + args.episodes))
     try:
+        check_output_folder(args.out, args.force)  # first: it is instant, while building the policies loads agents
         names = check_inputs(envs, policy_specs, args.cost_weight)
-        check_output_folder(args.out, args.force)
     except EvaluationInputError as exc:
         parser.error(str(exc))
     warning = held_out_warning(seeds)
