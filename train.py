@@ -1,92 +1,15 @@
-"""Train a MaskablePPO (or PPO) scheduler on GeoPipe; each run gets its own folder with models, logs and config.
-
-Examples::
-
-    python train.py                                             # MaskablePPO on GeoPipe-v0, hyperparams/maskable_ppo.yml
-    python train.py --algo ppo --env GeoPipe-Paper24-v0 --seed 3 --hyperparams n_envs=2 learning_rate=1.0e-4
-    python train.py --resume runs/maskable_ppo_GeoPipe-v0_20250101-120000_0 --n-timesteps 100000
-
-Hyperparameters come from ``hyperparams/<algo>.yml`` (entry = env id, else ``default``). Training envs are seeded
-``seed + i`` below 1000; evaluation runs on held-out seeds from ``--eval-seed-start`` (1000 by default), where
-``bace-pipe`` and ``sjf`` are also run once so that ``learning_curve.png`` can draw their returns beside the agent's.
-The logic lives in ``agents.training``, ``agents.callbacks`` and ``agents.learning_curve``.
-"""
+"""``python train.py``: the ``geopipe-train`` command from a source checkout (see ``agents.train_cli``)."""
 
 from __future__ import annotations
 
-import argparse
-import shlex
 import sys
-from pathlib import Path
-from typing import NoReturn
 
-import torch
-
-from agents import training
-from agents.training import ALGOS, FIRST_HELD_OUT_SEED, TrainingInputError
-from baselines.cli import int_at_least
-
-_POSITIVE_INT = int_at_least(1)
-_NON_NEGATIVE_INT = int_at_least(0)
-
-DEFAULT_EVAL_FREQ = 10_000
-DEFAULT_EVAL_EPISODES = 5
-DEFAULT_CHECKPOINT_FREQ = 50_000
-DEFAULT_TORCH_THREADS = 1
-
-
-class _Parser(argparse.ArgumentParser):
-    """An argument parser whose errors are one line on stderr and exit code 2."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="train.py", description=__doc__.splitlines()[0])
-    add = parser.add_argument
-    add("--algo", choices=list(ALGOS), help=f"algorithm (default {training.DEFAULT_ALGO}, or the resumed run's)")
-    add("--env", help=f"registered GeoPipe env id (default {training.DEFAULT_ENV_ID}, or the resumed run's)")
-    add("--seed", type=_NON_NEGATIVE_INT, default=0, help="env i is seeded seed + i, below 1000 (default %(default)s)")
-    add("--n-timesteps", type=_POSITIVE_INT, help="timesteps to train (to add, when resuming); sets n_timesteps")
-    add("--hyperparams", nargs="+", default=[], metavar="KEY=VALUE", help="hyperparameter overrides; values are YAML")
-    add("--hyperparams-file", type=Path, help="hyperparameter file (default hyperparams/<algo>.yml)")
-    add("--eval-freq", type=_NON_NEGATIVE_INT, default=DEFAULT_EVAL_FREQ, help="evaluate every N timesteps, 0 = never (default %(default)s)")
-    add("--eval-episodes", type=_POSITIVE_INT, default=DEFAULT_EVAL_EPISODES, help="held-out seeds per evaluation (default %(default)s)")
-    add("--eval-seed-start", type=_NON_NEGATIVE_INT, default=FIRST_HELD_OUT_SEED, help="first evaluation seed, at least 1000 (default %(default)s)")
-    add("--checkpoint-freq", type=_NON_NEGATIVE_INT, default=DEFAULT_CHECKPOINT_FREQ, help="checkpoint every N timesteps, 0 = never (default %(default)s)")
-    add("--log-dir", type=Path, default=Path("runs"), help="folder of run folders (default %(default)s)")
-    add("--run-name", help="run folder name (default <algo>_<env>_<YYYYmmdd-HHMMSS>_<seed>)")
-    add("--resume", type=Path, metavar="RUN_DIR", help="continue that run's latest checkpoint or model.zip, in a new run folder")
-    # Small MLP updates gain nothing from more threads, and lose several-fold to contention on a busy machine.
-    add("--torch-threads", type=_POSITIVE_INT, default=DEFAULT_TORCH_THREADS, help="torch CPU threads (default %(default)s)")
-    add("--verbose", type=int, choices=(0, 1), default=1, help="1 prints SB3's training tables (default %(default)s)")
-    add("--no-progress-bar", action="store_true", help="hide the progress bar")
-    return parser
+from agents import train_cli
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        overrides = training.parse_overrides(args.hyperparams)
-        if args.n_timesteps is not None:
-            overrides["n_timesteps"] = args.n_timesteps
-        plan = training.plan_run(
-            args.algo, args.env, args.seed, overrides, args.eval_episodes, args.hyperparams_file, args.resume, args.eval_seed_start
-        )
-        run_dir = training.create_run_dir(args.log_dir, plan, args.run_name)
-    except TrainingInputError as exc:
-        parser.error(str(exc))
-    training.write_run_files(run_dir, plan, vars(args), shlex.join(["python", "train.py", *argv]))
-    print(f"run folder: {run_dir}")
-    torch.set_num_threads(args.torch_threads)
-    model = training.train(
-        plan, run_dir, args.eval_freq, args.checkpoint_freq, progress_bar=not args.no_progress_bar, verbose=args.verbose
-    )
-    print(f"{model.num_timesteps} timesteps; model in {run_dir}/{training.MODEL_NAME}.zip")
-    return 0
+    """Run ``geopipe-train`` with ``argv``, recording the command as ``python train.py ...``."""
+    return train_cli.main(argv, prog="train.py")
 
 
 if __name__ == "__main__":

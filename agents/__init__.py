@@ -1,5 +1,8 @@
-"""Learned schedulers: load a saved SB3 model as a policy with the protocol of ``baselines.policy``."""
+"""Learned schedulers: load a saved SB3 model as a policy with the protocol of ``baselines.policy``.
 
-from agents.loading import AgentPolicy, ObservationSpaceMismatch, load_agent
+Importing this package needs no torch; loading a model and training need the ``[train]`` extra.
+"""
 
-__all__ = ["AgentPolicy", "ObservationSpaceMismatch", "load_agent"]
+from agents.loading import AgentPolicy, ObservationSpaceMismatch, load_agent, load_pretrained, pretrained_path
+
+__all__ = ["AgentPolicy", "ObservationSpaceMismatch", "load_agent", "load_pretrained", "pretrained_path"]

@@ -19,7 +19,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from agents.learning_curve import EVALUATIONS_FILE, SUMMARY_COLUMNS, plot_learning_curve, write_references
 from agents.loading import VECNORMALIZE_SUFFIX, AgentPolicy
 from baselines import make_policy
-from baselines.evaluation import mean_ci
+from baselines.stats import mean_ci
 from baselines.policy import Policy, play_episode
 
 METRICS_PREFIX = "geopipe/"

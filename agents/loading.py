@@ -3,11 +3,16 @@
 A saved agent is ``<name>.zip`` (the SB3 model) with, optionally, ``<name>_vecnormalize.pkl`` beside it (the
 observation-normalisation statistics of a ``VecNormalize`` wrapper). ``load_agent`` returns an
 :class:`AgentPolicy` that normalises observations the way training did, predicts with the action mask, and
-refuses an env whose observation space differs from the model's.
+refuses an env whose observation space differs from the model's. :func:`load_pretrained` loads the agent
+shipped inside the package, wherever the package is installed.
+
+This module imports Stable-Baselines3 (and so torch) only when a model is loaded, so that the base install, which
+has neither, can import it and say which extra is missing.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import pickle
 import zipfile
@@ -18,6 +23,20 @@ import numpy as np
 from gymnasium import spaces
 
 VECNORMALIZE_SUFFIX = "_vecnormalize.pkl"
+PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"  # package data: present in site-packages too
+PRETRAINED_AGENT = "geopipe_v0_maskable_ppo"  # the shipped MaskablePPO agent for GeoPipe-v0
+TRAIN_EXTRA_MODULES = ("torch", "stable_baselines3", "sb3_contrib")
+TRAIN_EXTRA_INSTALL = "pip install 'geopipe[train]'"
+
+
+def train_extra_available() -> bool:
+    """Whether torch, Stable-Baselines3 and sb3-contrib are installed (without importing them)."""
+    return all(importlib.util.find_spec(name) is not None for name in TRAIN_EXTRA_MODULES)
+
+
+def missing_train_extra(what: str, exc: ImportError) -> str:
+    """A one-line message for an ``ImportError`` of the ``[train]`` extra: what needs it and how to install it."""
+    return f"{what} needs the [train] extra ({exc.name or exc} is not installed): {TRAIN_EXTRA_INSTALL}"
 
 
 class ObservationSpaceMismatch(ValueError):
@@ -94,12 +113,15 @@ def load_agent(path: str | os.PathLike, env: Any | None = None, deterministic: b
         FileNotFoundError: no such file.
         ValueError: the file is not an SB3 model.
         ObservationSpaceMismatch: ``env``'s observation space differs from the model's.
+        ImportError: the ``[train]`` extra (torch, Stable-Baselines3, sb3-contrib) is not installed.
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no saved agent at {path}")
     try:
         model = _algorithm_of(path).load(path, device="cpu")
+    except ImportError as exc:
+        raise ImportError(missing_train_extra(f"loading the saved agent {path.name}", exc), name=exc.name) from exc
     except (zipfile.BadZipFile, KeyError) as exc:
         raise ValueError(f"{path} is not a Stable-Baselines3 model file: {exc}") from exc
     normalizer = None
@@ -113,3 +135,17 @@ def load_agent(path: str | os.PathLike, env: Any | None = None, deterministic: b
     if env is not None:
         agent.reset(env)
     return agent
+
+
+def pretrained_path(name: str = PRETRAINED_AGENT) -> Path:
+    """The ``.zip`` of an agent shipped in ``agents/pretrained/`` (its normalisation stats lie beside it)."""
+    return PRETRAINED_DIR / f"{name}.zip"
+
+
+def load_pretrained(name: str = PRETRAINED_AGENT, env: Any | None = None, deterministic: bool = True) -> AgentPolicy:
+    """Load a shipped agent, by default the MaskablePPO agent for GeoPipe-v0, from the installed package.
+
+    It resolves the file through the package's own path, so it works from a source checkout and from
+    site-packages alike; ``env`` and ``deterministic`` are as in :func:`load_agent`.
+    """
+    return load_agent(pretrained_path(name), env=env, deterministic=deterministic)

@@ -1,9 +1,9 @@
 """Training GeoPipe agents with Stable-Baselines3: hyperparameters, vectorised envs, models and runs.
 
-The pieces ``train.py`` puts together, rl-baselines3-zoo style:
+The pieces ``geopipe-train`` (``agents.train_cli``) puts together, rl-baselines3-zoo style:
 
-* :func:`load_hyperparams`: one native-YAML file per algorithm (``hyperparams/<algo>.yml``) keyed by env id, with a
-  ``default`` entry for ids it does not list, plus ``key=value`` overrides.
+* :func:`load_hyperparams`: one native-YAML file per algorithm (``agents/hyperparams/<algo>.yml``, shipped as
+  package data) keyed by env id, with a ``default`` entry for ids it does not list, plus ``key=value`` overrides.
 * :func:`plan_run`: checks every input (algorithm, env id, env kwargs, hyperparameters, seeds, the run to resume)
   before anything is written, raising :class:`TrainingInputError`.
 * :func:`make_vec_env`: ``n_envs`` envs (``SubprocVecEnv`` above one, else ``DummyVecEnv``), env ``i`` seeded
@@ -47,7 +47,7 @@ from geopipe_env.loader import StrictYamlLoader
 ALGOS: dict[str, type[BaseAlgorithm]] = {"maskable_ppo": MaskablePPO, "ppo": PPO}
 DEFAULT_ALGO = "maskable_ppo"
 DEFAULT_ENV_ID = "GeoPipe-v0"
-HYPERPARAMS_DIR = Path(__file__).resolve().parents[1] / "hyperparams"
+HYPERPARAMS_DIR = Path(__file__).resolve().parent / "hyperparams"  # package data, so installed copies train too
 DEFAULT_ENTRY = "default"  # the hyperparameter entry for env ids a file does not list
 
 # Keyword arguments of the SB3 algorithm, and keys that shape the run around it.
@@ -104,7 +104,7 @@ def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------------------------- hyperparameters
 def hyperparams_file(algo: str) -> Path:
-    """The hyperparameter file of ``algo`` (``hyperparams/<algo>.yml``)."""
+    """The shipped hyperparameter file of ``algo`` (``agents/hyperparams/<algo>.yml``)."""
     return HYPERPARAMS_DIR / f"{algo}.yml"
 
 
@@ -220,6 +220,26 @@ def check_env_args(env_id: str, env_kwargs: dict[str, Any]) -> None:
         env.close()
 
 
+def check_model_args(algo: str, env_id: str, hyperparams: dict[str, Any]) -> None:
+    """Build the model once on one in-process env (under ``VecNormalize`` if asked), so that a policy, a
+    ``policy_kwargs`` entry or a ``normalize`` key the algorithm cannot take fails before the run folder exists.
+
+    Only the type errors SB3 and torch raise for such arguments count as bad input; anything else is a bug and
+    keeps its traceback.
+    """
+    venv: VecEnv = DummyVecEnv([functools.partial(make_env, env_id, hyperparams["env_kwargs"])])
+    try:
+        norm = vecnormalize_kwargs(hyperparams)
+        env = venv if norm is None else VecNormalize(venv, **norm)
+        policy = CUSTOM_POLICIES.get(hyperparams["policy"], hyperparams["policy"])
+        ALGOS[algo](policy, env, device="cpu", **model_kwargs(hyperparams))
+    except (ValueError, TypeError, KeyError, AssertionError) as exc:
+        detail = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
+        raise TrainingInputError(f"{algo} cannot build a model from these hyperparameters: {detail}") from exc
+    finally:
+        venv.close()
+
+
 # ---------------------------------------------------------------------------------------------------- runs
 @dataclass(frozen=True, slots=True)
 class RunPlan:
@@ -263,11 +283,13 @@ def plan_run(
 ) -> RunPlan:
     """Check every input of a run and resolve its hyperparameters.
 
-    A new run reads ``hyperparams/<algo>.yml`` (or ``hyperparams_path``). A resumed run (``resume``, a run
+    A new run reads ``agents/hyperparams/<algo>.yml`` (or ``hyperparams_path``). A resumed run (``resume``, a run
     folder) keeps that run's algorithm, env id and ``config.yml`` hyperparameters (``algo`` / ``env_id`` may be
     None or must match), continues from its latest saved model, and takes ``n_timesteps`` as the timesteps to
     add; ``overrides`` apply in both cases. The periodic evaluation runs on seeds ``eval_seed_start`` onwards, which
-    must be held out (at least 1000); keep them apart from the seeds a final comparison reports.
+    must be held out (at least 1000); keep them apart from the seeds a final comparison reports. A new run's
+    model is built once here (:func:`check_model_args`), so that nothing is written for hyperparameters it
+    cannot take.
     """
     resume_model = None
     if resume is not None:
@@ -306,6 +328,8 @@ def plan_run(
     if hyperparams["policy"] in CUSTOM_POLICIES and algo != DEFAULT_ALGO:
         raise TrainingInputError(f"policy {hyperparams['policy']} needs --algo {DEFAULT_ALGO} (it reads action masks)")
     check_env_args(env_id, hyperparams["env_kwargs"])
+    if resume_model is None:  # a resumed model keeps its saved policy
+        check_model_args(algo, env_id, hyperparams)
     eval_seeds = tuple(range(eval_seed_start, eval_seed_start + eval_episodes))
     return RunPlan(algo, env_id, seed, hyperparams, eval_seeds, resume_model)
 

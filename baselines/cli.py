@@ -1,9 +1,18 @@
-"""Small helpers shared by the command-line tools (``evaluate.py``, ``train.py``)."""
+"""Small helpers shared by the command-line tools (``geopipe-evaluate``, ``geopipe-train``)."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import shlex
+from collections.abc import Callable, Sequence
+from typing import NoReturn
+
+
+class OneLineErrorParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line on stderr and exit code 2 (no usage block above them)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
 
 
 def int_at_least(minimum: int) -> Callable[[str], int]:
@@ -17,3 +26,10 @@ def int_at_least(minimum: int) -> Callable[[str], int]:
 
     parse.__name__ = f"int>={minimum}"  # argparse names the type in its messages
     return parse
+
+
+def command_line(prog: str, argv: Sequence[str]) -> str:
+    """The command as typed, for a run's records: ``python train.py ...`` for a script, ``geopipe-train ...`` for
+    a console script."""
+    head = ["python", prog] if prog.endswith(".py") else [prog]
+    return shlex.join([*head, *argv])

@@ -3,8 +3,11 @@
 The unit of work is :func:`run_episode` ``(env, policy_spec, seed, cost_weight, record_timeline) -> dict``: a
 top-level function of picklable arguments returning a plain dict, so it runs the same in-process and in a
 ``spawn`` process pool. :func:`run_episodes` fans the episodes out; :func:`summarize` turns the rows into
-mean ± CI per (env, policy, metric) with the % change against :data:`REFERENCE_POLICY`; :func:`markdown_tables`,
-:func:`write_csv` and :func:`write_json` report them (``baselines.plots`` draws them). ``evaluate.py`` is the CLI.
+mean ± CI per (env, policy, metric) with the % change against :data:`REFERENCE_POLICY` and the return's
+interquartile mean; :func:`paired_differences` compares policies seed by seed (t intervals, probability of
+improvement, verdicts held to a family-wise error by Holm's method; ``baselines.stats``); :func:`markdown_tables`,
+:func:`write_csv` and :func:`write_json` report them (``baselines.plots`` draws them). The CLI is
+``baselines.evaluate_cli`` (``geopipe-evaluate``, or ``python evaluate.py`` in a source checkout).
 
 Seeds: evaluation uses ``seed_start .. seed_start + n - 1`` with ``seed_start = 1000`` by default. Seeds from
 1000 up are held out for evaluation; train on seeds below 1000.
@@ -13,13 +16,18 @@ Seeds: evaluation uses ``seed_start .. seed_start + n - 1`` with ``seed_start = 
 from __future__ import annotations
 
 import csv
+import importlib.metadata
+import importlib.util
 import json
 import math
 import multiprocessing
+import os
 import re
-from collections.abc import Iterable, Iterator, Sequence
+import subprocess
+import tempfile
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -28,18 +36,26 @@ import gymnasium as gym
 import numpy as np
 from tqdm import tqdm
 
-import geopipe_env  # noqa: F401  (registers the env ids)
+import geopipe_env  # registers the env ids; provenance() reads its version and location
 from baselines import make_policy, policy_names
 from baselines.policy import Policy, play_episode
+from baselines.stats import CONFIDENCE, Interval, holm, iqm_interval, mean_ci, probability_of_improvement, t_test_p_value
 from geopipe_env.env import GeoPipeEnv
 from geopipe_env.units import SECONDS_PER_HOUR
 
 DEFAULT_ENV_ID = "GeoPipe-v0"
 DEFAULT_SEED_START = 1000  # evaluation seeds are >= 1000; training should draw seeds below
 REFERENCE_POLICY = "bace-pipe"  # the % change columns compare every policy with this one when it is evaluated
-CONFIDENCE = 0.95
 SCENARIO_SUFFIXES = (".yaml", ".yml")
 AGENT_SUFFIX = ".zip"
+RESULTS_FILES = ("results.csv", "results.json")  # an --out folder holding either has an earlier evaluation in it
+# Episodes already run one per process; a saved agent's small MLP gains nothing from more torch threads and loses
+# to contention between the processes.
+TORCH_THREADS_PER_PROCESS = 1
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")  # read by torch when it is first imported
+# Distributions whose versions a results file records, by import name (recorded only when importable).
+RECORDED_PACKAGES = {"gymnasium": "gymnasium", "numpy": "numpy", "torch": "torch", "stable_baselines3": "stable-baselines3", "sb3_contrib": "sb3-contrib"}
+GIT_TIMEOUT_S = 10.0
 
 ID_COLUMNS = ("env", "policy", "seed")
 SERIES_KEYS = ("jct_h", "comm_slowdown", "timeline")  # per-episode lists, kept out of the CSV
@@ -102,12 +118,12 @@ def build_policy(spec: str) -> Policy:
     return make_policy(spec)
 
 
-def default_policy_specs() -> list[str]:
-    """Every scripted policy (aliases left out), then every ``agents/pretrained/*.zip`` that exists (sorted)."""
-    import agents
+def default_policy_specs(include_agent: bool = True) -> list[str]:
+    """Every scripted policy (aliases left out), then the shipped agent's file unless ``include_agent`` is False
+    (the CLI leaves it out when the ``[train]`` extra that loads it is not installed)."""
+    from agents import pretrained_path
 
-    pretrained = Path(agents.__file__).resolve().parent / "pretrained"
-    return [*policy_names(include_aliases=False), *sorted(str(p) for p in pretrained.glob(f"*{AGENT_SUFFIX}"))]
+    return [*policy_names(include_aliases=False), *([str(pretrained_path())] if include_agent else [])]
 
 
 def check_inputs(envs: Sequence[EnvSpec], policy_specs: Sequence[str], cost_weight: float | None) -> list[str]:
@@ -144,11 +160,78 @@ def check_inputs(envs: Sequence[EnvSpec], policy_specs: Sequence[str], cost_weig
 @contextmanager
 def _input_errors() -> Iterator[None]:
     """Re-raise input errors (ScenarioError, ObservationSpaceMismatch, NameNotFound, a kwarg an env does not take,
-    ...) as EvaluationInputError."""
+    an agent without the ``[train]`` extra installed, ...) as EvaluationInputError."""
     try:
         yield
-    except (ValueError, TypeError, FileNotFoundError, gym.error.Error) as exc:
+    except (ValueError, TypeError, FileNotFoundError, ImportError, gym.error.Error) as exc:
         raise EvaluationInputError(str(exc)) from exc
+
+
+def check_output_folder(out: Path, force: bool = False) -> None:
+    """Make sure the results can be written to ``out`` before any episode runs, without creating anything.
+
+    Raises:
+        EvaluationInputError: ``out`` is a file, lies below a file, cannot be written, or already holds the
+            results of an earlier evaluation (unless ``force``).
+    """
+    existing = out
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise EvaluationInputError(f"--out {out}: {existing} is a file, not a folder")
+    try:
+        with tempfile.TemporaryFile(dir=existing):  # a real write, also where os.access says yes (as root)
+            pass
+    except OSError as exc:
+        raise EvaluationInputError(f"--out {out}: cannot write in {existing} ({exc.strerror or exc})") from exc
+    earlier = [name for name in RESULTS_FILES if (out / name).exists()]
+    if earlier and not force:
+        raise EvaluationInputError(
+            f"--out {out} holds an earlier evaluation ({', '.join(earlier)}); pass --force to overwrite it, or choose another folder"
+        )
+
+
+def held_out_warning(seeds: Sequence[int]) -> str | None:
+    """A one-line warning when some seeds lie below :data:`DEFAULT_SEED_START`, where training draws its seeds."""
+    low = [s for s in seeds if s < DEFAULT_SEED_START]
+    if not low:
+        return None
+    return (
+        f"seeds {low[0]}..{low[-1]} lie below {DEFAULT_SEED_START}, among the training seeds; "
+        f"a trained agent may have seen those episodes (use --seed-start {DEFAULT_SEED_START} or above for held-out results)"
+    )
+
+
+def provenance() -> dict[str, Any]:
+    """What produced a results file: the versions of geopipe and the packages it ran on (those importable here),
+    and the git commit of the geopipe source (None outside a git checkout) with whether it had local changes."""
+    versions: dict[str, str | None] = {"geopipe": geopipe_env.__version__}
+    for module, distribution in RECORDED_PACKAGES.items():
+        if importlib.util.find_spec(module) is not None:
+            try:
+                versions[distribution] = importlib.metadata.version(distribution)
+            except importlib.metadata.PackageNotFoundError:
+                versions[distribution] = None
+    commit, dirty = _git_state(Path(geopipe_env.__file__).resolve().parent)
+    return {"versions": versions, "git_commit": commit, "git_dirty": dirty}
+
+
+def _git_state(package_dir: Path) -> tuple[str | None, bool | None]:
+    """(commit, has local changes) of the checkout that tracks ``package_dir``; (None, None) if there is none
+    (an installed copy, no git, or a git repository that merely contains site-packages)."""
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", "-C", str(package_dir), *args], capture_output=True, text=True, timeout=GIT_TIMEOUT_S)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout if done.returncode == 0 else None
+
+    if git("ls-files", "--error-unmatch", "__init__.py") is None:
+        return None, None
+    commit = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return (commit.strip() if commit else None), (bool(status.strip()) if status is not None else None)
 
 
 # ---------------------------------------------------------------------------------------------------- episodes
@@ -201,19 +284,20 @@ def run_episodes(
     """Every (env, policy, seed) episode, in that order; the first seed's episodes record their GPU timeline.
 
     ``workers > 1`` runs them in a ``spawn`` process pool (safe whatever the parent has imported, e.g. torch);
-    ``workers == 1`` runs them in this process.
+    ``workers == 1`` runs them in this process. Either way a saved agent runs torch on one thread per process.
     """
     tasks = [(e, p, s, cost_weight, s == seeds[0]) for e in envs for p in policy_specs for s in seeds]
     bar = tqdm(total=len(tasks), desc="episodes", unit="ep", disable=not progress)
     try:
         if workers <= 1:
+            with_agent = any(spec.lower().endswith(AGENT_SUFFIX) for spec in policy_specs)
             rows = []
-            for task in tasks:
-                rows.append(run_episode(*task))
-                bar.update()
+            with _torch_threads(TORCH_THREADS_PER_PROCESS) if with_agent else nullcontext():
+                for task in tasks:
+                    rows.append(run_episode(*task))
+                    bar.update()
             return rows
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=context) as pool:
+        with worker_pool(min(workers, len(tasks))) as pool:
             futures = [pool.submit(run_episode, *task) for task in tasks]
             for _ in as_completed(futures):
                 bar.update()
@@ -222,62 +306,66 @@ def run_episodes(
         bar.close()
 
 
+def worker_pool(workers: int) -> ProcessPoolExecutor:
+    """A ``spawn`` process pool whose workers run torch on :data:`TORCH_THREADS_PER_PROCESS` thread(s)."""
+    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker)
+
+
+def _init_worker() -> None:
+    """Pool worker start-up, before any agent imports torch: torch sizes its thread pool from these variables."""
+    for name in THREAD_VARIABLES:
+        os.environ[name] = str(TORCH_THREADS_PER_PROCESS)
+
+
+@contextmanager
+def _torch_threads(num_threads: int) -> Iterator[None]:
+    """Run the block with torch on ``num_threads`` threads, and give the caller's thread count back after it."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(num_threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 # ---------------------------------------------------------------------------------------------------- statistics
-class Estimate(NamedTuple):
-    """A sample mean with the half-width of its confidence interval (NaN below two values)."""
+class Comparison(NamedTuple):
+    """``subject − other`` in a metric where higher is better (the return), over the seeds both ran.
+
+    ``mean`` ± ``ci95`` is the paired t interval (unadjusted); ``p_value`` the paired t-test's, ``p_holm`` the same
+    adjusted by Holm over every comparison of the evaluation, which decides ``verdict`` ("better", "worse", "not
+    significant", or "n/a" with one seed); ``prob_improvement`` is P(subject > other) with its bootstrap interval.
+    """
 
     mean: float
     ci95: float
     n: int
-
-
-def t_critical(confidence: float, df: int) -> float:
-    """The two-sided Student-t critical value: ``P(|T| < t) = confidence`` with ``df`` degrees of freedom."""
-    if df < 1:
-        raise ValueError(f"df must be >= 1, got {df}")
-    lo, hi = 0.0, 1.0
-    while _t_central_probability(hi, df) < confidence:
-        lo, hi = hi, 2.0 * hi
-    for _ in range(100):  # bisection to double precision
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if _t_central_probability(mid, df) < confidence else (lo, mid)
-    return 0.5 * (lo + hi)
-
-
-def _t_central_probability(t: float, df: int) -> float:
-    """``P(|T| < t)`` for integer ``df``, in closed form (Abramowitz & Stegun 26.7.3 and 26.7.4)."""
-    theta = math.atan(t / math.sqrt(df))
-    cos2 = math.cos(theta) ** 2
-    term = total = 1.0
-    if df % 2 == 0:
-        for k in range(1, df // 2):
-            term *= cos2 * (2 * k - 1) / (2 * k)
-            total += term
-        return math.sin(theta) * total
-    if df == 1:
-        return 2.0 * theta / math.pi
-    for k in range(1, (df - 1) // 2):
-        term *= cos2 * (2 * k) / (2 * k + 1)
-        total += term
-    return 2.0 / math.pi * (theta + math.sin(theta) * math.cos(theta) * total)
-
-
-def mean_ci(values: Iterable[float], confidence: float = CONFIDENCE) -> Estimate:
-    """Mean and t-distribution CI half-width of the finite values (a NaN metric, e.g. no job done, is skipped)."""
-    x = np.asarray(list(values), dtype=float)
-    x = x[np.isfinite(x)]
-    if x.size == 0:
-        return Estimate(math.nan, math.nan, 0)
-    if x.size == 1:
-        return Estimate(float(x[0]), math.nan, 1)
-    spread = float(x.std(ddof=1)) if np.ptp(x) > 0 else 0.0  # equal values: exactly 0, not rounding noise
-    half = t_critical(confidence, x.size - 1) * spread / math.sqrt(x.size)
-    return Estimate(float(x.mean()), half, int(x.size))
+    p_value: float
+    p_holm: float
+    verdict: str
+    prob_improvement: float
+    prob_improvement_low: float
+    prob_improvement_high: float
 
 
 def metric_keys(rows: Sequence[dict[str, Any]]) -> list[str]:
     """The scalar result columns of the rows (``return`` and the episode metrics), in row order."""
     return [k for k in rows[0] if k not in ID_COLUMNS and k not in SERIES_KEYS] if rows else []
+
+
+def paired_values(rows: Sequence[dict[str, Any]], a: str, b: str, metric: str) -> tuple[np.ndarray, np.ndarray]:
+    """``metric`` of policies ``a`` and ``b`` on the seeds where both have a finite value, aligned by seed (rows of
+    one env)."""
+    by_seed = {(r["policy"], r["seed"]): float(r[metric]) for r in rows}
+    pairs = [
+        (value, by_seed[(b, seed)])
+        for (policy, seed), value in by_seed.items()
+        if policy == a and (b, seed) in by_seed and math.isfinite(value) and math.isfinite(by_seed[(b, seed)])
+    ]
+    x, y = (np.array(v, dtype=float) for v in zip(*pairs)) if pairs else (np.array([]), np.array([]))
+    return x, y
 
 
 def change_vs_reference_pct(rows: Sequence[dict[str, Any]], policy: str, reference: str, metric: str) -> float:
@@ -286,41 +374,67 @@ def change_vs_reference_pct(rows: Sequence[dict[str, Any]], policy: str, referen
     The denominator is ``|mean_ref|`` so the sign says whether the value went up or down, also for the (negative)
     return: −10% JCT is faster, +10% return is better.
     """
-    by_seed = {(r["policy"], r["seed"]): r[metric] for r in rows}
-    pairs = [
-        (by_seed[(policy, s)], by_seed[(reference, s)])
-        for (p, s) in by_seed
-        if p == policy and (reference, s) in by_seed and math.isfinite(by_seed[(policy, s)]) and math.isfinite(by_seed[(reference, s)])
-    ]
-    if not pairs:
+    mine, ref = paired_values(rows, policy, reference, metric)
+    if not mine.size:
         return math.nan
-    mine, ref = (float(np.mean(v)) for v in zip(*pairs))
-    return 100.0 * (mine - ref) / abs(ref) if ref != 0 else math.nan
+    ref_mean = float(ref.mean())
+    return 100.0 * (float(mine.mean()) - ref_mean) / abs(ref_mean) if ref_mean != 0 else math.nan
 
 
 def paired_differences(
     rows: Sequence[dict[str, Any]], subjects: Sequence[str], metric: str = RETURN_KEY, confidence: float = CONFIDENCE
-) -> dict[str, dict[str, dict[str, Estimate]]]:
-    """``{env: {subject: {other: Estimate}}}``: the mean ± CI (t) of ``subject − other`` in ``metric`` over the
+) -> dict[str, dict[str, dict[str, Comparison]]]:
+    """``{env: {subject: {other: Comparison}}}``: ``subject − other`` in ``metric`` (higher is better) over the
     seeds both ran, for each subject evaluated on that env and every other policy there.
 
     Pairing by seed removes the variation that both policies share (the workload, the prices), which dominates
-    the spread of either policy's own values; a CI above zero says the subject is better on this metric.
+    the spread of either policy's own values. Every comparison returned is one member of the family whose
+    family-wise error Holm's method holds at ``1 − confidence``: with 11 comparisons an unadjusted 5% test would
+    call some difference significant by chance far more often than 5% of the time.
     """
-    out: dict[str, dict[str, dict[str, Estimate]]] = {}
+    found: dict[tuple[str, str, str], tuple[np.ndarray, np.ndarray]] = {}
     for env in dict.fromkeys(r["env"] for r in rows):
-        by_key = {(r["policy"], r["seed"]): r[metric] for r in rows if r["env"] == env}
-        policies = list(dict.fromkeys(p for p, _ in by_key))
-        out[env] = {}
+        env_rows = [r for r in rows if r["env"] == env]
+        policies = list(dict.fromkeys(r["policy"] for r in env_rows))
         for subject in (s for s in subjects if s in policies):
-            out[env][subject] = {
-                other: mean_ci(
-                    (by_key[(subject, seed)] - value for (p, seed), value in by_key.items() if p == other and (subject, seed) in by_key),
-                    confidence,
-                )
-                for other in policies
-                if other != subject
-            }
+            for other in policies:
+                if other != subject:
+                    found[(env, subject, other)] = paired_values(env_rows, subject, other, metric)
+    p_values = [t_test_p_value(x - y) for x, y in found.values()]
+    out: dict[str, dict[str, dict[str, Comparison]]] = {env: {} for env in dict.fromkeys(r["env"] for r in rows)}
+    for ((env, subject, other), (x, y)), p, p_holm in zip(found.items(), p_values, holm(p_values)):
+        diff = mean_ci(x - y, confidence)
+        improvement = probability_of_improvement([(x, y)], confidence) if x.size else Interval(math.nan, math.nan, math.nan, 0)
+        out[env].setdefault(subject, {})[other] = Comparison(
+            diff.mean, diff.ci95, diff.n, p, p_holm, _verdict(diff.mean, p_holm, diff.n, 1.0 - confidence), *improvement[:3]
+        )
+    return out
+
+
+def _verdict(mean: float, p_holm: float, n: int, alpha: float) -> str:
+    if n < 2:
+        return "n/a"
+    if p_holm <= alpha:
+        return "better" if mean > 0 else "worse"
+    return "not significant"
+
+
+def improvement_across_envs(
+    rows: Sequence[dict[str, Any]], subjects: Sequence[str], metric: str = RETURN_KEY, confidence: float = CONFIDENCE
+) -> dict[str, dict[str, Interval]]:
+    """``{subject: {other: Interval}}``: P(subject > other) in ``metric`` averaged over the envs both ran, with a
+    bootstrap interval stratified by env. The probability is free of each env's scale of returns, so unlike a mean
+    it can be pooled over envs."""
+    envs = list(dict.fromkeys(r["env"] for r in rows))
+    by_env = {env: [r for r in rows if r["env"] == env] for env in envs}
+    policies = list(dict.fromkeys(r["policy"] for r in rows))
+    out: dict[str, dict[str, Interval]] = {}
+    for subject in (s for s in subjects if s in policies):
+        out[subject] = {}
+        for other in (p for p in policies if p != subject):
+            tasks = [pair for env in envs if (pair := paired_values(by_env[env], subject, other, metric))[0].size]
+            if tasks:
+                out[subject][other] = probability_of_improvement(tasks, confidence)
     return out
 
 
@@ -341,7 +455,9 @@ def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
 def summarize(rows: Sequence[dict[str, Any]], reference: str = REFERENCE_POLICY) -> dict[str, dict[str, dict[str, dict[str, float]]]]:
     """``{env: {policy: {metric: {mean, ci95, n[, change_vs_reference_pct]}}}}`` in the rows' order.
 
-    The % change is present for every policy other than ``reference`` when ``reference`` ran on that env.
+    The % change is present for every policy other than ``reference`` when ``reference`` ran on that env. The
+    return also carries its interquartile mean with a bootstrap interval (``iqm``, ``iqm_ci_low``, ``iqm_ci_high``):
+    less swayed than the mean by the odd episode whose workload or prices are extreme.
     """
     keys = metric_keys(rows)
     summary: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
@@ -357,6 +473,9 @@ def summarize(rows: Sequence[dict[str, Any]], reference: str = REFERENCE_POLICY)
                 if reference in policies and policy != reference:
                     entry["change_vs_reference_pct"] = change_vs_reference_pct(env_rows, policy, reference, key)
                 stats[key] = entry
+            if RETURN_KEY in stats:
+                robust = iqm_interval(r[RETURN_KEY] for r in mine)
+                stats[RETURN_KEY].update(iqm=robust.estimate, iqm_ci_low=robust.low, iqm_ci_high=robust.high)
             summary[env][policy] = stats
     return summary
 
@@ -377,41 +496,78 @@ def _cell(entry: dict[str, float]) -> str:
     return text
 
 
+def _bracket(low: float, high: float, fmt: str = "+.3f") -> str:
+    """``[low, high]``, or "" when the interval is undefined (one seed)."""
+    return f"[{low:{fmt}}, {high:{fmt}}]" if math.isfinite(low) and math.isfinite(high) else ""
+
+
 def markdown_tables(summary: dict[str, Any], seeds: Sequence[int], reference: str = REFERENCE_POLICY) -> str:
-    """One markdown table per env: mean ± 95% CI per metric, with the % change vs ``reference`` in brackets."""
+    """One markdown table per env: mean ± 95% CI per metric, with the % change vs ``reference`` in brackets, and
+    the return's IQM with its bootstrap interval."""
     blocks = []
     for env, policies in summary.items():
         note = f"; (±x%) = change of the mean vs {reference} on the same seeds" if reference in policies else ""
         seed_text = f"seed {seeds[0]}" if len(seeds) == 1 else f"seeds {seeds[0]}–{seeds[-1]}"
         lines = [
-            f"### {env}: {len(seeds)} episode(s), {seed_text}; mean ± {CONFIDENCE:.0%} CI (t){note}",
+            f"### {env}: {len(seeds)} episode(s), {seed_text}; mean ± {CONFIDENCE:.0%} CI (t){note}; "
+            f"IQM = interquartile mean over seeds, {CONFIDENCE:.0%} bootstrap CI",
             "",
-            "| policy | " + " | ".join(header for _, header in TABLE_COLUMNS) + " |",
-            "|---" * (len(TABLE_COLUMNS) + 1) + "|",
+            "| policy | " + " | ".join(header for _, header in TABLE_COLUMNS) + " | return IQM |",
+            "|---" * (len(TABLE_COLUMNS) + 2) + "|",
         ]
         for policy, stats in policies.items():
-            lines.append(f"| {policy} | " + " | ".join(_cell(stats[key]) for key, _ in TABLE_COLUMNS) + " |")
+            ret = stats[RETURN_KEY]
+            iqm_text = f"{_number(ret['iqm'])} {_bracket(ret['iqm_ci_low'], ret['iqm_ci_high'], '.4g')}".rstrip()
+            lines.append(f"| {policy} | " + " | ".join(_cell(stats[key]) for key, _ in TABLE_COLUMNS) + f" | {iqm_text} |")
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks) + "\n"
 
 
-def paired_tables(differences: dict[str, dict[str, dict[str, Estimate]]], metric: str = RETURN_KEY) -> str:
-    """Markdown tables of :func:`paired_differences`: one per (env, subject), a row per other policy."""
+def paired_tables(
+    differences: dict[str, dict[str, dict[str, Comparison]]], metric: str = RETURN_KEY, confidence: float = CONFIDENCE
+) -> str:
+    """Markdown tables of :func:`paired_differences`: one per (env, subject), a row per other policy, and a note on
+    how the verdicts were reached."""
     blocks = []
+    family = sum(len(others) for subjects in differences.values() for others in subjects.values())
     for env, subjects in differences.items():
         for subject, others in subjects.items():
             lines = [
-                f"#### {env}: paired {metric} difference, {subject} − policy, same seeds; mean ± {CONFIDENCE:.0%} CI (t)",
+                f"#### {env}: paired {metric} difference, {subject} − policy, same seeds",
                 "",
-                f"| policy | {subject} − policy | {CONFIDENCE:.0%} CI | verdict |",
-                "|---|---|---|---|",
+                f"| policy | mean ± {confidence:.0%} CI (t) | {confidence:.0%} CI | P({subject} > policy) | p (Holm) | verdict |",
+                "|---|---|---|---|---|---|",
             ]
-            for other, est in others.items():
-                low, high = est.mean - est.ci95, est.mean + est.ci95
-                verdict = "better" if low > 0 else "worse" if high < 0 else "not significant"
-                lines.append(f"| {other} | {est.mean:+.3f} ± {_number(est.ci95)} | [{low:+.3f}, {high:+.3f}] | {verdict} (n={est.n}) |")
+            for other, c in others.items():
+                spread = f" ± {_number(c.ci95)}" if c.n > 1 else ""
+                ci = _bracket(c.mean - c.ci95, c.mean + c.ci95) or "—"
+                improvement = f"{c.prob_improvement:.2f} {_bracket(c.prob_improvement_low, c.prob_improvement_high, '.2f')}".rstrip()
+                p_holm = f"{c.p_holm:.3g}" if math.isfinite(c.p_holm) else "—"
+                lines.append(f"| {other} | {c.mean:+.3f}{spread} | {ci} | {improvement} | {p_holm} | {c.verdict} (n={c.n}) |")
             blocks.append("\n".join(lines))
-    return "\n\n".join(blocks) + ("\n" if blocks else "")
+    if not blocks:
+        return ""
+    blocks.append(
+        f"Verdict: better / worse when the paired t-test's p-value, Holm-adjusted over all {family} comparisons above, is at "
+        f"most {1 - confidence:.2g} (family-wise error {1 - confidence:.0%}); the CIs are per comparison, unadjusted. "
+        f"P(a > policy): the chance that a's {metric} on one seed beats the policy's on another (0.5: neither tends "
+        f"higher), with a {confidence:.0%} bootstrap CI over seeds."
+    )
+    return "\n\n".join(blocks) + "\n"
+
+
+def improvement_table(improvement: dict[str, dict[str, Interval]], num_envs: int, metric: str = RETURN_KEY) -> str:
+    """A markdown table of :func:`improvement_across_envs`: one row per (subject, other policy)."""
+    lines = [
+        f"#### all {num_envs} envs: P(subject > policy) in {metric}, averaged over envs; {CONFIDENCE:.0%} bootstrap CI stratified by env",
+        "",
+        "| subject | policy | P(subject > policy) | CI |",
+        "|---|---|---|---|",
+    ]
+    for subject, others in improvement.items():
+        for other, est in others.items():
+            lines.append(f"| {subject} | {other} | {est.estimate:.2f} | {_bracket(est.low, est.high, '.2f') or '—'} |")
+    return "\n".join(lines) + "\n"
 
 
 def write_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:

@@ -1,12 +1,16 @@
 """Figures of an evaluation (``baselines.evaluation``): one set of PNGs per env, file names prefixed by its slug.
 
-- ``<slug>_jct_cost_bars.png``: average JCT and total cost per policy, with 95% CI error bars;
-- ``<slug>_jct_cdf.png``: the CDF of job completion times per policy, pooled over episodes;
+- ``<slug>_paired_differences.png``: each policy's per-seed difference to the reference policy in average JCT,
+  total cost and return (dots), with the mean and its 95% CI. Pairing by seed removes the workload's and prices'
+  variation that both share, which would otherwise swamp the difference (as in bars of unpaired means);
+- ``<slug>_jct_cdf.png``: the CDF of job completion times per policy, pooled over episodes, on a log time axis;
 - ``<slug>_jct_vs_cost.png``: per-policy mean average JCT vs mean cost with CI crosses, the Pareto front marked;
-- ``<slug>_gpu_timeline.png``: allocated GPUs per region over time, one subplot per policy (first seed).
+- ``<slug>_gpu_timeline.png``: allocated GPUs per region over time, one small panel per policy in a grid (first
+  seed).
 
-Figures are built with ``matplotlib.figure.Figure`` directly (no pyplot), so no GUI backend or global figure state
-is involved.
+Every policy keeps one colour, marker and line style across the figures (:func:`policy_styles`), so a dozen
+policies stay apart. Figures are built with ``matplotlib.figure.Figure`` directly (no pyplot), so no GUI backend or
+global figure state is involved.
 """
 
 from __future__ import annotations
@@ -14,21 +18,42 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 
-from baselines.evaluation import pareto_front
+from baselines.evaluation import REFERENCE_POLICY, RETURN_KEY, paired_values, pareto_front
+from baselines.stats import CONFIDENCE, mean_ci
 
 DPI = 120
-TIMELINE_ROW_HEIGHT_IN = 1.7
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+LINE_STYLES = ("-", "--", "-.", ":")
+# (metric, axis label, True when lower is better) of the paired-difference panels.
+PAIRED_METRICS = (("avg_jct_h", "average JCT (h)", True), ("total_cost_usd", "total cost (USD)", True), (RETURN_KEY, "return", False))
+PAIRED_ROW_HEIGHT_IN = 0.42
+TIMELINE_COLUMNS = 4
+TIMELINE_PANEL_IN = (3.3, 2.1)  # (width, height) of one policy's panel
+SEED_DOT_SPREAD = 0.5  # the per-seed dots of one policy spread over this fraction of its row, in seed order
 
 
-def _colors(n: int) -> list:
-    cmap = colormaps["tab10" if n <= 10 else "tab20"]
-    return [cmap(i % cmap.N) for i in range(n)]
+class Style(NamedTuple):
+    """How one policy is drawn in every figure."""
+
+    color: tuple
+    marker: str
+    linestyle: str
+
+
+def policy_styles(names: Sequence[str]) -> dict[str, Style]:
+    """A distinct (colour, marker, line style) per policy: ten tab10 colours, then the colours again with the
+    next marker and line style, so no two of up to 40 policies look alike."""
+    cmap = colormaps["tab10"]
+    return {
+        name: Style(cmap(i % cmap.N), MARKERS[(i // cmap.N + i) % len(MARKERS)], LINE_STYLES[(i // cmap.N) % len(LINE_STYLES)])
+        for i, name in enumerate(names)
+    }
 
 
 def _ci(entry: dict[str, float]) -> float:
@@ -38,11 +63,12 @@ def _ci(entry: dict[str, float]) -> float:
 def plot_env(rows: Sequence[dict[str, Any]], policies: dict[str, Any], title: str, slug: str, out_dir: Path) -> list[Path]:
     """Draw the four figures of one env; ``rows`` are its episodes and ``policies`` its summary. Returns the paths."""
     names = list(policies)
-    colors = dict(zip(names, _colors(len(names))))
+    styles = policy_styles(names)
+    reference = REFERENCE_POLICY if REFERENCE_POLICY in names else names[0]
     figures = {
-        "jct_cost_bars": _bars(policies, colors, title),
-        "jct_cdf": _cdf(rows, names, colors, title),
-        "jct_vs_cost": _scatter(policies, colors, title),
+        "paired_differences": _paired_differences(rows, names, reference, styles, title),
+        "jct_cdf": _cdf(rows, names, styles, title),
+        "jct_vs_cost": _scatter(policies, styles, title),
         "gpu_timeline": _timelines(rows, names, title),
     }
     paths = []
@@ -53,56 +79,70 @@ def plot_env(rows: Sequence[dict[str, Any]], policies: dict[str, Any], title: st
     return paths
 
 
-def _bars(policies: dict[str, Any], colors: dict, title: str) -> Figure:
-    names = list(policies)
-    fig = Figure(figsize=(max(6.0, 0.9 * len(names) + 2.0), 6.5), layout="constrained")
-    axes = fig.subplots(2, 1, sharex=True)
-    x = np.arange(len(names))
-    for ax, (key, label) in zip(axes, (("avg_jct_h", "average JCT (h)"), ("total_cost_usd", "total cost (USD)"))):
-        entries = [policies[p][key] for p in names]
-        ax.bar(x, [e["mean"] for e in entries], yerr=[_ci(e) for e in entries], capsize=4, color=[colors[p] for p in names])
-        ax.set_ylabel(label)
-        ax.grid(axis="y", alpha=0.3)
-    axes[-1].set_xticks(x, names, rotation=30, ha="right")
-    axes[0].set_title(f"{title}: mean ± 95% CI")
+def _paired_differences(rows: Sequence[dict[str, Any]], names: list[str], reference: str, styles: dict[str, Style], title: str) -> Figure:
+    others = [p for p in names if p != reference]
+    fig = Figure(figsize=(13.0, max(2.5, PAIRED_ROW_HEIGHT_IN * len(others) + 1.6)), layout="constrained")
+    axes = fig.subplots(1, len(PAIRED_METRICS), sharey=True, squeeze=False)[0]
+    y = np.arange(len(others))
+    for ax, (metric, label, lower_is_better) in zip(axes, PAIRED_METRICS):
+        for row, policy in zip(y, others):
+            mine, ref = paired_values(rows, policy, reference, metric)
+            diff = mine - ref
+            if not diff.size:
+                continue
+            offsets = np.linspace(-SEED_DOT_SPREAD / 2, SEED_DOT_SPREAD / 2, diff.size) if diff.size > 1 else np.zeros(1)
+            ax.scatter(diff, row + offsets, s=9, color="0.6", zorder=2, linewidths=0)
+            est = mean_ci(diff)
+            style = styles[policy]
+            ax.errorbar(est.mean, row, xerr=est.ci95 if math.isfinite(est.ci95) else None, fmt=style.marker, color=style.color,
+                        markersize=7, capsize=3, linewidth=1.6, zorder=3)
+        ax.axvline(0.0, color="0.2", linewidth=1, zorder=1)
+        ax.set_xlabel(f"{label}: policy − {reference}\n" + ("← better" if lower_is_better else "better →"))
+        ax.grid(axis="x", alpha=0.3)
+    axes[0].set_yticks(y, others)
+    axes[0].invert_yaxis()
+    fig.suptitle(f"{title}: paired difference to {reference} per seed (dots), mean ± {CONFIDENCE:.0%} CI (t)")
     return fig
 
 
-def _cdf(rows: Sequence[dict[str, Any]], names: list[str], colors: dict, title: str) -> Figure:
-    fig = Figure(figsize=(8.0, 4.5), layout="constrained")
+def _cdf(rows: Sequence[dict[str, Any]], names: list[str], styles: dict[str, Style], title: str) -> Figure:
+    fig = Figure(figsize=(9.0, 4.8), layout="constrained")
     ax = fig.subplots()
     for policy in names:
         jct = np.sort([j for r in rows if r["policy"] == policy for j in r["jct_h"]])
         if jct.size:
             fraction = np.arange(jct.size + 1) / jct.size
-            ax.step(np.r_[jct[0], jct], fraction, where="post", label=policy, color=colors[policy])
-    ax.set_xlabel("job completion time (h)")
+            style = styles[policy]
+            ax.step(np.r_[jct[0], jct], fraction, where="post", label=policy, color=style.color, linestyle=style.linestyle, linewidth=1.4)
+    ax.set_xscale("log")  # JCTs span hours to weeks; a linear axis crowds most jobs into its first tenth
+    ax.set_xlabel("job completion time (h, log scale)")
     ax.set_ylabel("fraction of finished jobs")
-    ax.set_title(f"{title}: JCT CDF, pooled over episodes")
-    ax.grid(alpha=0.3)
+    ax.set_title(f"{title}: JCT CDF, pooled over episodes (left is faster)")
+    ax.grid(alpha=0.3, which="both")
     fig.legend(loc="outside right upper", fontsize="small")
     return fig
 
 
-def _scatter(policies: dict[str, Any], colors: dict, title: str) -> Figure:
+def _scatter(policies: dict[str, Any], styles: dict[str, Style], title: str) -> Figure:
     names = list(policies)
     jct = [policies[p]["avg_jct_h"] for p in names]
     cost = [policies[p]["total_cost_usd"] for p in names]
-    fig = Figure(figsize=(9.0, 5.0), layout="constrained")
+    fig = Figure(figsize=(9.5, 5.5), layout="constrained")
     ax = fig.subplots()
     for policy, j, c in zip(names, jct, cost):
-        ax.errorbar(j["mean"], c["mean"], xerr=_ci(j), yerr=_ci(c), fmt="o", capsize=3, color=colors[policy], label=policy)
+        style = styles[policy]
+        ax.errorbar(j["mean"], c["mean"], xerr=_ci(j), yerr=_ci(c), fmt="none", ecolor=style.color, alpha=0.35, linewidth=0.9, zorder=1)
+        ax.scatter(j["mean"], c["mean"], marker=style.marker, s=60, color=style.color, edgecolors="0.15", linewidths=0.5, label=policy, zorder=3)
     front = pareto_front([(j["mean"], c["mean"]) for j, c in zip(jct, cost)])
     if front:
         front.sort(key=lambda i: jct[i]["mean"])
         fx, fy = [jct[i]["mean"] for i in front], [cost[i]["mean"] for i in front]
         ax.step(fx, fy, where="post", color="0.3", linestyle="--", linewidth=1, label="Pareto front", zorder=0)
-        ax.scatter(fx, fy, s=180, facecolors="none", edgecolors="0.2", zorder=3)
         for i in front:
             ax.annotate(names[i], (jct[i]["mean"], cost[i]["mean"]), xytext=(8, 6), textcoords="offset points", fontsize="small")
     ax.set_xlabel("average JCT (h)")
     ax.set_ylabel("total cost (USD)")
-    ax.set_title(f"{title}: JCT vs cost, mean ± 95% CI (lower left is better)")
+    ax.set_title(f"{title}: JCT vs cost, mean ± {CONFIDENCE:.0%} CI (lower left is better)")
     ax.grid(alpha=0.3)
     fig.legend(loc="outside right upper", fontsize="small")
     return fig
@@ -111,18 +151,26 @@ def _scatter(policies: dict[str, Any], colors: dict, title: str) -> Figure:
 def _timelines(rows: Sequence[dict[str, Any]], names: list[str], title: str) -> Figure:
     recorded = {r["policy"]: r for r in rows if r.get("timeline") is not None}
     shown = [p for p in names if p in recorded]
-    fig = Figure(figsize=(9.0, TIMELINE_ROW_HEIGHT_IN * max(len(shown), 1) + 1.2), layout="constrained")
-    axes = fig.subplots(max(len(shown), 1), 1, sharex=True, squeeze=False)[:, 0]
+    columns = max(1, min(TIMELINE_COLUMNS, len(shown)))
+    grid_rows = max(1, math.ceil(len(shown) / columns))
+    width_in, height_in = TIMELINE_PANEL_IN
+    fig = Figure(figsize=(width_in * columns + 0.8, height_in * grid_rows + 1.4), layout="constrained")
+    axes = fig.subplots(grid_rows, columns, sharex=True, sharey=True, squeeze=False).ravel()
     for ax, policy in zip(axes, shown):
         line = recorded[policy]["timeline"]
         gpus = np.asarray(line["gpus"], dtype=float)  # (num_points, num_regions)
-        ax.stackplot(line["t_h"], gpus.T, labels=line["regions"], step="post", colors=_colors(gpus.shape[1]))
+        ax.stackplot(line["t_h"], gpus.T, labels=line["regions"], step="post", colors=[colormaps["tab10"](i % 10) for i in range(gpus.shape[1])])
         ax.axhline(sum(line["capacity"]), color="0.3", linestyle=":", linewidth=1)
+        ax.set_title(policy, fontsize="small", loc="left")
+    for ax in axes[len(shown):]:
+        ax.set_axis_off()
+    for ax in axes[::columns]:
         ax.set_ylabel("GPUs")
-        ax.set_title(f"{policy} (seed {recorded[policy]['seed']})", fontsize="medium", loc="left")
+    for ax in axes[(grid_rows - 1) * columns:]:
+        ax.set_xlabel("time (h)")
     if shown:
         regions = recorded[shown[0]]["timeline"]["regions"]
         fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", fontsize="small", ncol=min(len(regions), 8))
-    axes[-1].set_xlabel("time (h)")
-    fig.suptitle(f"{title}: allocated GPUs per region (dotted: total GPUs)")
+        seed = recorded[shown[0]]["seed"]
+        fig.suptitle(f"{title}: allocated GPUs per region, seed {seed} (dotted: total GPUs)")
     return fig

@@ -7,7 +7,8 @@ Usage::
 
 Columns: the agent's mean return; the best scripted policy by mean return; the paired return difference (agent −
 policy, same seeds, mean ± 95% CI) against that policy and against bace-pipe; how many scripted policies the agent
-beats with the whole CI above zero; and the agent's average JCT and cost as % change vs bace-pipe. The agent name
+beats (verdict "better": the paired t-test significant after Holm's adjustment over all of the file's comparisons);
+and the agent's average JCT and cost as % change vs bace-pipe. The agent name
 defaults to the only policy with paired differences in the file.
 """
 
@@ -32,14 +33,14 @@ def main(argv: list[str] | None = None) -> int:
     results, extra = read
     paired = results["paired_return_differences"]
     print("| env | agent return | best scripted (return) | agent − best scripted, 95% CI | agent − bace-pipe, 95% CI "
-          "| scripted beaten (CI > 0) | avg JCT vs bace-pipe | cost vs bace-pipe |")
+          "| scripted beaten (Holm) | avg JCT vs bace-pipe | cost vs bace-pipe |")
     print("|---" * 8 + "|")
     for env, subjects in paired.items():
         agent = extra[0] if extra else next(iter(subjects))
         others = subjects[agent]
         policies = results["envs"][env]["policies"]
         best = max(others, key=lambda p: policies[p]["return"]["mean"])
-        beaten = sum(1 for est in others.values() if est["mean"] - est["ci95"] > 0)
+        beaten = sum(1 for est in others.values() if est["verdict"] == "better")
         mine = policies[agent]
         print(
             f"| {env} | {mine['return']['mean']:.2f} | {best} ({policies[best]['return']['mean']:.2f}) | {_diff(others[best])} "

@@ -14,6 +14,10 @@ Layers (each module imports only from layers below it):
 
 from gymnasium.envs.registration import register
 
+# The one source of the version: pyproject.toml reads it (tool.setuptools.dynamic); CITATION.cff and CHANGELOG.md
+# repeat it, and tests/test_packaging.py checks that they agree.
+__version__ = "0.1.0"
+
 ENV_IDS = {
     "GeoPipe-v0": "geopipe-v0",
     "GeoPipe-Paper-v0": "paper",
@@ -24,4 +28,4 @@ ENV_IDS = {
 for _env_id, _scenario in ENV_IDS.items():
     register(id=_env_id, entry_point="geopipe_env.env:GeoPipeEnv", kwargs={"scenario": _scenario})
 
-__all__ = ["ENV_IDS"]
+__all__ = ["ENV_IDS", "__version__"]

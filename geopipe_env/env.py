@@ -11,7 +11,10 @@ shared max-min fairly by running pipelines.
 strategy ``a % K`` (``STRATEGY_NAMES``); action ``Q·K`` waits until the next event. ``action_masks()`` (and
 ``info["action_mask"]``) marks valid actions. An invalid action (masked, or out of range) is a no-op that acts as
 a wait, costs ``invalid_action_penalty`` reward and is counted in the metrics; a non-integer action raises
-``TypeError``.
+``TypeError``. Wait is valid in every mask, including the one returned with the terminal or truncated step,
+where it is the only valid action: vector envs (``gymnasium.make_vec``, default autoreset) hand that mask to the
+policy, send its action with the next ``step``, and reset the sub-env instead of stepping it, so an all-False
+mask would leave a masked policy with nothing to choose. Calling ``step`` on the ended env itself still raises.
 
 ## Observation Space
 A ``Dict`` of flat float32 boxes, padded to ``max_regions``; each is a row-major table (``observation.obs_layout``):
@@ -41,7 +44,11 @@ and advances to the first decision.
 ``scenario`` (built-in name, YAML path or a ``Scenario``), ``cost_weight`` (default: the scenario's),
 ``render_mode`` (``"ansi"`` or ``"rgb_array"``), ``queue_slots`` (Q, 8), ``max_regions`` (16),
 ``invalid_action_penalty`` (1.0), ``timing`` (``"analytic"`` or ``"exact"``), ``strategies`` (the K candidate
-strategies, default ``STRATEGY_NAMES``; ``placement.strategy_names()`` lists every choice).
+strategies, default ``STRATEGY_NAMES``; ``placement.strategy_names()`` lists every choice). ``cost_weight`` and
+``invalid_action_penalty`` must be finite and >= 0, ``queue_slots`` and ``max_regions`` integers >= 1 (and
+``max_regions`` at least the scenario's regions). Every argument is checked when the env is made, before the
+scenario is read: a bad one raises :class:`EnvArgumentError` (a ``ValueError``) with one line naming it, in the
+form of the scenario loader's errors, e.g. ``queue_slots: got 0; expected an integer >= 1``.
 
 ## Version History
 * v0: initial release.
@@ -56,7 +63,15 @@ import gymnasium as gym
 import numpy as np
 
 from geopipe_env.generator import World, sample_world
-from geopipe_env.loader import builtin_names, load_builtin, load_scenario
+from geopipe_env.loader import (
+    KeyedValueError,
+    builtin_names,
+    check_integer,
+    check_number,
+    check_string,
+    load_builtin,
+    load_scenario,
+)
 from geopipe_env.observation import ObservationEncoder, observation_space
 from geopipe_env.placement import STRATEGY_NAMES, CandidateInfo, PlacementContext, candidate_row, strategy_names
 from geopipe_env.scenario import Scenario
@@ -65,6 +80,13 @@ from geopipe_env.units import BYTES_PER_TB, SECONDS_PER_HOUR, WATTS_PER_KW
 
 DEFAULT_QUEUE_SLOTS = 8
 DEFAULT_MAX_REGIONS = 16
+DEFAULT_INVALID_ACTION_PENALTY = 1.0
+TIMINGS = ("analytic", "exact")
+
+
+class EnvArgumentError(KeyedValueError):
+    """A ``GeoPipeEnv`` (``gym.make``) argument that is out of range or of the wrong type; one line, in the form of
+    :class:`~geopipe_env.loader.ScenarioError`: ``<argument>: <problem>; expected <what>``."""
 
 
 def resolve_scenario(scenario: str | os.PathLike | Scenario) -> Scenario:
@@ -87,32 +109,36 @@ class GeoPipeEnv(gym.Env):
         render_mode: str | None = None,
         queue_slots: int = DEFAULT_QUEUE_SLOTS,
         max_regions: int = DEFAULT_MAX_REGIONS,
-        invalid_action_penalty: float = 1.0,
+        invalid_action_penalty: float = DEFAULT_INVALID_ACTION_PENALTY,
         timing: str = "analytic",
         strategies: tuple[str, ...] | list[str] | None = None,
     ) -> None:
-        self.scenario = resolve_scenario(scenario)
-        if self.scenario.num_regions > max_regions:
-            raise ValueError(f"scenario has {self.scenario.num_regions} regions; max_regions is {max_regions}")
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
-        if timing not in ("analytic", "exact"):
-            raise ValueError(f"timing must be 'analytic' or 'exact', got {timing!r}")
-        self.cost_weight = self.scenario.cost_weight if cost_weight is None else float(cost_weight)
+        # Every argument is checked before the scenario is read, so a bad one fails here with one line
+        # (EnvArgumentError) rather than later inside reset or the simulator.
+        if cost_weight is not None:
+            cost_weight = check_number(cost_weight, "cost_weight", minimum=0.0, error=EnvArgumentError)
+        if render_mode is not None:
+            check_string(render_mode, "render_mode", self.metadata["render_modes"], error=EnvArgumentError)
+        self.queue_slots = check_integer(queue_slots, "queue_slots", minimum=1, error=EnvArgumentError)
+        self.max_regions = check_integer(max_regions, "max_regions", minimum=1, error=EnvArgumentError)
+        self.invalid_action_penalty = check_number(
+            invalid_action_penalty, "invalid_action_penalty", minimum=0.0, error=EnvArgumentError
+        )
+        self.timing = check_string(timing, "timing", TIMINGS, error=EnvArgumentError)
+        self.strategies = _check_strategies(strategies)
         self.render_mode = render_mode
-        self.queue_slots = queue_slots
-        self.max_regions = max_regions
-        self.invalid_action_penalty = float(invalid_action_penalty)
-        self.timing = timing
-        self.strategies = tuple(STRATEGY_NAMES if strategies is None else strategies)
-        known = strategy_names()
-        unknown = [name for name in self.strategies if name not in known]
-        if unknown or not self.strategies:
-            raise ValueError(f"strategies must be a non-empty list from {', '.join(known)}; got {unknown or 'none'}")
+        self.scenario = resolve_scenario(scenario)
+        if self.scenario.num_regions > self.max_regions:
+            raise EnvArgumentError(
+                "max_regions",
+                f"got {self.max_regions}, fewer than the scenario's {self.scenario.num_regions} regions",
+                f"an integer >= {self.scenario.num_regions}",
+            )
+        self.cost_weight = self.scenario.cost_weight if cost_weight is None else cost_weight
         self.num_strategies = len(self.strategies)
-        self.wait_action = queue_slots * self.num_strategies
+        self.wait_action = self.queue_slots * self.num_strategies
         self.action_space = gym.spaces.Discrete(self.wait_action + 1)
-        self.observation_space = observation_space(max_regions, queue_slots, self.num_strategies)
+        self.observation_space = observation_space(self.max_regions, self.queue_slots, self.num_strategies)
         self.world: World | None = None
         self.sim: ClusterSim | None = None
         self._profile_cache: dict = {}  # model profiles across episodes (generator.sample_world)
@@ -171,7 +197,8 @@ class GeoPipeEnv(gym.Env):
         return self._observe(), float(reward), self.terminated, self.truncated, info
 
     def action_masks(self) -> np.ndarray:
-        """(Q·K + 1,) bool, True = valid. Wait is valid whenever the episode runs."""
+        """(Q·K + 1,) bool, True = valid. Wait is always valid, also in the mask returned with the episode's last
+        step, so that a masked policy under an autoresetting vector env has an action to send there."""
         return self._mask.copy()
 
     def render(self):
@@ -195,7 +222,7 @@ class GeoPipeEnv(gym.Env):
         if self.sim.next_event_s() > self.scenario.horizon_s:
             self.sim.advance_to(self.scenario.horizon_s)
             self.truncated = True
-            self._set_mask_empty()
+            self._set_mask_ended()
             return False
         self.sim.step_event()
         return True
@@ -204,16 +231,18 @@ class GeoPipeEnv(gym.Env):
         while True:
             if self.sim.done:
                 self.terminated = True
-                self._set_mask_empty()
+                self._set_mask_ended()
                 return
             if self.sim.waiting and self._compute_candidates():
                 return
             if not self._next_event_or_truncate():
                 return
 
-    def _set_mask_empty(self) -> None:
+    def _set_mask_ended(self) -> None:
+        """No candidates once the episode has ended, and wait alone stays valid (see ``action_masks``)."""
         self._cands = []
         self._mask = np.zeros(self.action_space.n, dtype=bool)
+        self._mask[self.wait_action] = True
 
     def _compute_candidates(self) -> bool:
         """Fill the candidate table and mask for the visible queue; True if any launch is possible."""
@@ -290,6 +319,19 @@ class GeoPipeEnv(gym.Env):
             "jct_lower_bound_h": hours(lower.mean()),
             "cost_lower_bound_usd": lb_energy * float(w.price.values[:, :horizon_hours].min()),
         }
+
+
+def _check_strategies(strategies: Any) -> tuple[str, ...]:
+    """The K candidate strategies: ``STRATEGY_NAMES`` for None, else a non-empty list of names from
+    ``strategy_names()`` (the built-in ones and any registered); :class:`EnvArgumentError` otherwise."""
+    if strategies is None:
+        return tuple(STRATEGY_NAMES)
+    known = strategy_names()
+    expected = f"a non-empty list of names from {', '.join(known)}"
+    if not isinstance(strategies, (list, tuple)) or not strategies:
+        problem = "an empty list" if isinstance(strategies, (list, tuple)) else f"got {type(strategies).__name__} {strategies!r}"
+        raise EnvArgumentError("strategies", problem, expected)
+    return tuple(check_string(name, f"strategies[{i}]", known, error=EnvArgumentError) for i, name in enumerate(strategies))
 
 
 def _as_action(action) -> int:

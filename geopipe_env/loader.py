@@ -68,12 +68,13 @@ NUM_LISTED_CHOICES = 8  # how many valid names an error message lists before "â€
 _MISSING = object()
 
 
-class ScenarioError(ValueError):
-    """A scenario file (or dict) that does not follow the schema.
+class KeyedValueError(ValueError):
+    """A value that breaks a rule, said in one line: ``<key path>: <problem>; expected <what>``.
 
     Attributes:
-        key_path: where the problem is, e.g. ``"regions[1].num_gpus"``, ``"network.matrix.eu-west.us-east"``;
-            for a file that cannot be read or parsed, the file's path.
+        key_path: where the value is, e.g. ``"regions[1].num_gpus"`` or an env argument's name.
+        problem: what is wrong with it.
+        expected: what would have been accepted.
     """
 
     def __init__(self, key_path: str, problem: str, expected: str) -> None:
@@ -85,6 +86,14 @@ class ScenarioError(ValueError):
     def __reduce__(self):
         # Keep the error picklable (e.g. raised inside a SubprocVecEnv worker) despite the 3-argument __init__.
         return type(self), (self.key_path, self.problem, self.expected)
+
+
+class ScenarioError(KeyedValueError):
+    """A scenario file (or dict) that does not follow the schema.
+
+    Its ``key_path`` is where the problem is, e.g. ``"regions[1].num_gpus"``, ``"network.matrix.eu-west.us-east"``;
+    for a file that cannot be read or parsed, the file's path.
+    """
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -136,42 +145,50 @@ def _range_text(minimum: float | None, exclusive: bool, maximum: float | None) -
     return " and ".join(parts)
 
 
-def _check_number(
-    value: Any, path: str, minimum: float | None = None, exclusive: bool = False, maximum: float | None = None
+def check_number(
+    value: Any,
+    path: str,
+    minimum: float | None = None,
+    exclusive: bool = False,
+    maximum: float | None = None,
+    error: type[KeyedValueError] = ScenarioError,
 ) -> float:
-    """A finite real number (never a bool) within the given bounds."""
+    """A finite real number (never a bool) within the given bounds; ``error`` otherwise."""
     bounds = _range_text(minimum, exclusive, maximum)
     expected = "a finite number" + (f" {bounds}" if bounds else "")
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ScenarioError(path, f"got {_describe(value)}", expected)
+        raise error(path, f"got {_describe(value)}", expected)
     try:
         number = float(value)
     except OverflowError:
         number = math.inf
     if not math.isfinite(number):
-        raise ScenarioError(path, f"got {number}", expected)
+        raise error(path, f"got {number}", expected)
     too_low = minimum is not None and (number <= minimum if exclusive else number < minimum)
     if too_low or (maximum is not None and number > maximum):
-        raise ScenarioError(path, f"got {number:g}", expected)
+        raise error(path, f"got {number:g}", expected)
     return number
 
 
-def _check_integer(value: Any, path: str, minimum: int | None = 1) -> int:
-    """An integer (never a bool or a float) of at least ``minimum``."""
+def check_integer(value: Any, path: str, minimum: int | None = 1, error: type[KeyedValueError] = ScenarioError) -> int:
+    """An integer (never a bool or a float) of at least ``minimum``; ``error`` otherwise."""
     expected = "an integer" + (f" >= {minimum}" if minimum is not None else "")
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ScenarioError(path, f"got {_describe(value)}", expected)
+        raise error(path, f"got {_describe(value)}", expected)
     if minimum is not None and value < minimum:
-        raise ScenarioError(path, f"got {int(value)}", expected)
+        raise error(path, f"got {int(value)}", expected)
     return int(value)
 
 
-def _check_string(value: Any, path: str, choices: Sequence[str] | None = None) -> str:
+def check_string(
+    value: Any, path: str, choices: Sequence[str] | None = None, error: type[KeyedValueError] = ScenarioError
+) -> str:
+    """A non-empty string, one of ``choices`` if given; ``error`` otherwise (suggesting the closest choice)."""
     expected = f"one of {_choices(choices)}" if choices else "a non-empty string"
     if not isinstance(value, str) or not value.strip():
-        raise ScenarioError(path, f"got {_describe(value)}", expected)
+        raise error(path, f"got {_describe(value)}", expected)
     if choices and value not in choices:
-        raise ScenarioError(path, f"unknown value {value!r}{_suggest(value, choices)}", expected)
+        raise error(path, f"unknown value {value!r}{_suggest(value, choices)}", expected)
     return value
 
 
@@ -217,19 +234,19 @@ class _Section:
             return default
         bounds = _range_text(minimum, exclusive, maximum)
         value = self.raw(key, what="a finite number" + (f" {bounds}" if bounds else ""))
-        return _check_number(value, self.at(key), minimum, exclusive, maximum)
+        return check_number(value, self.at(key), minimum, exclusive, maximum)
 
     def integer(self, key: str, default: Any = _MISSING, minimum: int | None = 1) -> int:
         if not self.has(key) and default is not _MISSING:
             return default
         value = self.raw(key, what="an integer" + (f" >= {minimum}" if minimum is not None else ""))
-        return _check_integer(value, self.at(key), minimum)
+        return check_integer(value, self.at(key), minimum)
 
     def string(self, key: str, default: Any = _MISSING, choices: Sequence[str] | None = None) -> str:
         if not self.has(key) and default is not _MISSING:
             return default
         value = self.raw(key, what=f"one of {_choices(choices)}" if choices else "a non-empty string")
-        return _check_string(value, self.at(key), choices)
+        return check_string(value, self.at(key), choices)
 
     def boolean(self, key: str, default: bool) -> bool:
         if not self.has(key):
@@ -401,7 +418,7 @@ _TOP_KEYS = (
 def _build(data: Any, base_dir: Path, default_name: str) -> Scenario:
     root = _Section(data, "", _TOP_KEYS)
     if root.has("version"):
-        _check_integer(root.data["version"], "version", minimum=None)
+        check_integer(root.data["version"], "version", minimum=None)
         if root.data["version"] != SCHEMA_VERSION:
             raise ScenarioError(
                 "version", f"got {root.data['version']}", f"{SCHEMA_VERSION} (this loader reads schema v1)"
@@ -482,7 +499,7 @@ def _gpu_types(root: _Section) -> dict[str, GpuType]:
     seen: dict[str, str] = {}
     for key, spec in raw.items():
         path = _join("gpus", str(key))
-        name = _check_string(key, path)
+        name = check_string(key, path)
         if name.casefold() in seen:
             raise ScenarioError(
                 path, f"the same GPU as {seen[name.casefold()]!r} (names are case-insensitive)", "each GPU once"
@@ -812,7 +829,7 @@ def _shape(raw: _Raw, where: str) -> JobShape:
         if key not in raw:
             return default
         value, path = raw[key]
-        return _check_integer(value, path, minimum=1)
+        return check_integer(value, path, minimum=1)
 
     for first, second in _EXCLUSIVE_SHAPE_KEYS:
         if first in raw and second in raw:
@@ -834,7 +851,7 @@ def _shape(raw: _Raw, where: str) -> JobShape:
         m = global_batch // (b * d)
     sizing = SIZING_KSTAR
     if "pipeline_sizing" in raw:
-        sizing = _check_string(raw["pipeline_sizing"][0], raw["pipeline_sizing"][1], PIPELINE_SIZINGS)
+        sizing = check_string(raw["pipeline_sizing"][0], raw["pipeline_sizing"][1], PIPELINE_SIZINGS)
     stages = integer("pipeline_stages", None)
     if stages is not None:
         sizing = SIZING_FIXED
@@ -1128,7 +1145,7 @@ def _randomize(section: _Section | None) -> RandomizeSpec:
         value, path = section.data[key], section.at(key)
         if not isinstance(value, list) or len(value) != 2:
             raise ScenarioError(path, f"got {_describe(value)}", "a list [low, high] of two positive numbers")
-        low, high = (_check_number(v, _join(path, i), minimum=0.0, exclusive=True) for i, v in enumerate(value))
+        low, high = (check_number(v, _join(path, i), minimum=0.0, exclusive=True) for i, v in enumerate(value))
         if low > high:
             raise ScenarioError(path, f"low {low:g} > high {high:g}", "[low, high] with low <= high")
         ranges[key] = (low, high)

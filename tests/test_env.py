@@ -1,6 +1,7 @@
 """The Gymnasium contract of every registered GeoPipe env: checkers, determinism, pickling, episode end."""
 
 import pickle
+import warnings
 
 import gymnasium as gym
 import numpy as np
@@ -10,6 +11,7 @@ from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
 import geopipe_env
 from conftest import masked_random_rollout
+from geopipe_env.env import EnvArgumentError
 from geopipe_env.simulator import JobStatus
 
 ENV_IDS = list(geopipe_env.ENV_IDS)
@@ -73,6 +75,29 @@ def test_pickled_env_continues_identically():
         if term or trunc:
             break
     assert info["episode_metrics"] == info_c["episode_metrics"]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_masked_random_loop_runs_under_make_vec_autoreset(mode):
+    """The README's masked-random loop runs for hundreds of steps under gymnasium.make_vec (default autoreset):
+    the mask returned with an episode's last step holds wait alone, so there is always an action to send, and
+    every action sent is valid."""
+    vec = gym.make_vec("GeoPipe-Toy-v0", num_envs=2, vectorization_mode=mode)
+    rng = np.random.default_rng(0)
+    ended = invalid = 0
+    try:
+        obs, info = vec.reset(seed=[0, 1])
+        for _ in range(300):
+            actions = np.array([rng.choice(np.flatnonzero(mask)) for mask in info["action_mask"]])
+            obs, rewards, terminated, truncated, info = vec.step(actions)
+            done = terminated | truncated
+            for i in np.flatnonzero(done):
+                assert np.flatnonzero(info["action_mask"][i]).tolist() == [vec.single_action_space.n - 1]  # wait alone
+                invalid += int(info["episode_metrics"]["invalid_actions"][i])
+            ended += int(done.sum())
+    finally:
+        vec.close()
+    assert ended >= 100 and invalid == 0  # a toy episode takes three decisions
 
 
 def test_async_vector_env_steps():
@@ -208,3 +233,58 @@ def test_out_of_range_action_equals_a_wait(action):
     assert env.sim.now_s == twin.sim.now_s and env.sim.waiting == twin.sim.waiting
     assert all(np.array_equal(obs[k], obs_w[k]) for k in obs)
     assert r == pytest.approx(r_w - env.invalid_action_penalty) and env.invalid_actions == 1
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"cost_weight": float("nan")}, "cost_weight: got nan; expected a finite number >= 0"),
+        ({"cost_weight": float("inf")}, "cost_weight: got inf; expected a finite number >= 0"),
+        ({"cost_weight": -0.5}, "cost_weight: got -0.5; expected a finite number >= 0"),
+        ({"cost_weight": "1"}, "cost_weight: got the string '1'; expected a finite number >= 0"),
+        ({"invalid_action_penalty": float("nan")}, "invalid_action_penalty: got nan; expected a finite number >= 0"),
+        ({"invalid_action_penalty": -1}, "invalid_action_penalty: got -1; expected a finite number >= 0"),
+        ({"queue_slots": 0}, "queue_slots: got 0; expected an integer >= 1"),
+        ({"queue_slots": 2.0}, "queue_slots: got 2.0; expected an integer >= 1"),
+        ({"queue_slots": True}, "queue_slots: got the boolean true; expected an integer >= 1"),
+        ({"max_regions": 0}, "max_regions: got 0; expected an integer >= 1"),
+        ({"max_regions": 1}, "max_regions: got 1, fewer than the scenario's 2 regions; expected an integer >= 2"),
+        ({"render_mode": "vr"}, "render_mode: unknown value 'vr'; expected one of ansi, rgb_array"),
+        ({"timing": "fast"}, "timing: unknown value 'fast'; expected one of analytic, exact"),
+        ({"strategies": []}, "strategies: an empty list; expected a non-empty list of names from bace-pipe"),
+        ({"strategies": "cheapest"}, "strategies: got str 'cheapest'; expected a non-empty list of names from"),
+        ({"strategies": ["cheapst"]}, "strategies[0]: unknown value 'cheapst' (did you mean 'cheapest'?); expected one of"),
+    ],
+)
+def test_bad_env_arguments_raise_one_line_naming_the_argument(kwargs, message):
+    """Each bad gym.make argument raises EnvArgumentError (a ValueError) at construction, one line naming it."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # gymnasium's own warning about an unknown render_mode
+        with pytest.raises(EnvArgumentError) as err:
+            gym.make("GeoPipe-Toy-v0", **kwargs)
+    assert str(err.value).startswith(message) and "\n" not in str(err.value)
+    assert isinstance(err.value, ValueError)
+    assert str(pickle.loads(pickle.dumps(err.value))) == str(err.value)  # survives a SubprocVecEnv worker
+
+
+def test_env_arguments_are_checked_before_the_scenario_is_read():
+    """A bad argument is reported even when the scenario file is missing too: arguments come first."""
+    with pytest.raises(EnvArgumentError, match="queue_slots"):
+        gym.make("GeoPipe-v0", scenario="no-such-world.yaml", queue_slots=0)
+
+
+def test_queue_slots_zero_no_longer_reaches_reset():
+    """queue_slots=0, which used to divide by zero at reset, is refused when the env is made; 1 slot runs."""
+    with pytest.raises(EnvArgumentError):
+        gym.make("GeoPipe-Toy-v0", queue_slots=0)
+    steps, _, info, _ = masked_random_rollout(gym.make("GeoPipe-Toy-v0", queue_slots=1), seed=0)
+    assert steps > 0 and info["episode_metrics"]["jobs_completed"] == 3
+
+
+def test_numpy_numbers_and_zero_are_valid_env_arguments():
+    """numpy scalars and the bounds themselves (cost_weight 0, penalty 0, one queue slot) are accepted."""
+    env = gym.make(
+        "GeoPipe-Toy-v0", cost_weight=np.float32(0.0), invalid_action_penalty=0, queue_slots=np.int64(1), max_regions=np.int32(2)
+    ).unwrapped
+    assert (env.cost_weight, env.invalid_action_penalty, env.queue_slots, env.max_regions) == (0.0, 0.0, 1, 2)
+    assert type(env.queue_slots) is int and env.action_space.n == env.num_strategies + 1

@@ -3,28 +3,36 @@
 import csv
 import json
 import math
+import os
+import re
+import subprocess
 
+import gymnasium as gym
 import numpy as np
 import pytest
 from conftest import load_script
 
-from baselines import policy_names
+import geopipe_env
+from agents import pretrained_path
+from baselines import evaluate_cli, evaluation, policy_names
 from baselines.evaluation import (
+    _git_state,
     change_vs_reference_pct,
-    mean_ci,
+    improvement_across_envs,
     paired_differences,
     paired_tables,
     pareto_front,
     parse_env,
     run_episodes,
-    t_critical,
+    worker_pool,
 )
+from baselines.stats import holm, mean_ci, t_critical, t_test_p_value
 
 evaluate = load_script("evaluate")
 
 TOY = "GeoPipe-Toy-v0"
 POLICIES = ["cr-ldf", "lcf", *(["bace-pipe"] if "bace-pipe" in policy_names() else [])]
-PLOTS = ("jct_cost_bars", "jct_cdf", "jct_vs_cost", "gpu_timeline")
+PLOTS = ("paired_differences", "jct_cdf", "jct_vs_cost", "gpu_timeline")
 
 
 def test_main_writes_table_csv_json_and_plots(tmp_path, capsys):
@@ -55,9 +63,15 @@ def test_main_writes_table_csv_json_and_plots(tmp_path, capsys):
             assert entry["mean"] == pytest.approx(np.mean([float(r[metric]) for r in mine]), rel=1e-12, abs=1e-12)
             assert entry["n"] == 2
     assert set(doc["envs"][TOY]["pareto_front_jct_cost"]) <= set(POLICIES)
+    for policy in POLICIES:
+        ret = summary[policy]["return"]
+        assert ret["iqm_ci_low"] <= ret["iqm"] <= ret["iqm_ci_high"]
     if "bace-pipe" in POLICIES:  # no agent evaluated: bace-pipe is compared, seed by seed, with the others
         paired = doc["paired_return_differences"][TOY]["bace-pipe"]
         assert set(paired) == set(POLICIES) - {"bace-pipe"} and "paired return difference, bace-pipe − policy" in table
+        assert all(c["verdict"] in ("better", "worse", "not significant") and 0 <= c["prob_improvement"] <= 1 for c in paired.values())
+        assert "Holm-adjusted over all 2 comparisons" in table
+    assert doc["probability_of_improvement_across_envs"] == {}  # one env: nothing to pool
 
 
 @pytest.mark.parametrize(
@@ -127,12 +141,144 @@ def test_paired_differences_pair_by_seed():
     assert est.n == 3 and est.mean == pytest.approx(np.mean(diffs))
     assert est.ci95 == pytest.approx(t_critical(0.95, 2) * np.std(diffs, ddof=1) / np.sqrt(3))
     assert est.mean - est.ci95 < 0  # wide with 3 seeds although every difference is positive
+    assert est.p_value == pytest.approx(t_test_p_value(diffs)) and est.verdict == "not significant"
+    # Seeds 1-3: the agent beats ref on its own seed, and on another seed in 6 of the 9 (seed, seed) pairs.
+    assert est.prob_improvement == pytest.approx(6 / 9)
     table = paired_tables(paired_differences(rows, ["agent"]))
     assert "| ref | +1.333" in table and "not significant (n=3)" in table
     assert paired_differences(rows, ["absent"]) == {"e": {}}
+
+
+def test_verdicts_hold_the_family_wise_error_with_holm():
+    """Three comparisons each significant alone (p ≈ 0.04) are not significant together; a strong one stays."""
+    base = np.array([0.0, 1.0, 2.0, 3.0, 4.0, 5.0])
+    weak = np.array([1.0, 0.2, 1.5, 0.4, 1.2, -0.1])  # the subject's lead per seed: p ≈ 0.04 on its own
+    rows = [{"env": "e", "policy": "s", "seed": i, "return": v} for i, v in enumerate(base)]
+    for name, shift in (("a", weak), ("b", weak + 0.05), ("c", weak - 0.03), ("far", 10.0 + weak * 0.1)):
+        rows += [{"env": "e", "policy": name, "seed": i, "return": v} for i, v in enumerate(base - shift)]
+    found = paired_differences(rows, ["s"])["e"]["s"]
+    assert all(found[k].p_value < 0.05 for k in "abc")
+    assert [found[k].p_holm for k in (*"abc", "far")] == pytest.approx(holm([found[k].p_value for k in (*"abc", "far")]))
+    assert [found[k].verdict for k in "abc"] == ["not significant"] * 3 and found["far"].verdict == "better"
+    one_seed = [r for r in rows if r["seed"] == 0]
+    assert paired_differences(one_seed, ["s"])["e"]["s"]["a"].verdict == "n/a"
+
+
+def test_improvement_across_envs_averages_envs_of_any_scale():
+    """P(subject > other) pooled over envs is the mean of the per-env probabilities, whatever each env's scale."""
+    rows = []
+    for env, scale, subject_wins in (("small", 1.0, True), ("large", 1000.0, False)):
+        for seed in range(4):
+            rows.append({"env": env, "policy": "s", "seed": seed, "return": scale * (seed + (0.5 if subject_wins else -10))})
+            rows.append({"env": env, "policy": "o", "seed": seed, "return": scale * seed})
+    est = improvement_across_envs(rows, ["s"])["s"]["o"]
+    per_env = [paired_differences([r for r in rows if r["env"] == env], ["s"])[env]["s"]["o"].prob_improvement for env in ("small", "large")]
+    assert est.estimate == pytest.approx(np.mean(per_env)) and est.n == 4
+    assert est.low <= est.estimate <= est.high
 
 
 def test_pareto_front_keeps_only_undominated_points():
     """A point is on the front unless another is no worse in both coordinates and better in one."""
     points = [(1.0, 5.0), (2.0, 2.0), (3.0, 3.0), (4.0, 1.0), (1.0, 6.0), (math.nan, 0.0)]
     assert pareto_front(points) == [0, 1, 3]
+
+
+TINY = ["--env", TOY, "--policies", "lcf", "--seeds", "1", "--workers", "1", "--no-plots"]
+
+
+def _no_episodes(*args, **kwargs):
+    raise AssertionError("an episode ran")
+
+
+@pytest.mark.parametrize("where", ["file", "below-file"])
+def test_out_that_cannot_hold_results_exits_2_before_any_episode(where, tmp_path, capsys, monkeypatch):
+    """An --out that is a file, or lies below one, stops the run with one line and exit code 2 before any episode."""
+    monkeypatch.setattr(evaluate_cli, "run_episodes", _no_episodes)
+    blocker = tmp_path / "blocker"
+    blocker.write_text("")
+    out = blocker if where == "file" else blocker / "sub" / "dir"
+    with pytest.raises(SystemExit) as exit_info:
+        evaluate.main([*TINY, "--out", str(out)])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.count("\n") == 1 and f"--out {out}" in err and "is a file" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["blocker"]
+
+
+def test_an_earlier_evaluation_is_kept_unless_forced(tmp_path, capsys, monkeypatch):
+    """A folder holding results.csv/results.json is refused (exit 2, one line, files untouched); --force overwrites."""
+    out = tmp_path / "res"
+    assert evaluate.main([*TINY, "--out", str(out)]) == 0
+    before = (out / "results.json").read_text()
+    capsys.readouterr()
+    with monkeypatch.context() as patch:
+        patch.setattr(evaluate_cli, "run_episodes", _no_episodes)
+        with pytest.raises(SystemExit) as exit_info:
+            evaluate.main([*TINY, "--seed-start", "1001", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.count("\n") == 1 and "--force" in err
+    assert (out / "results.json").read_text() == before
+    assert evaluate.main([*TINY, "--seed-start", "1001", "--out", str(out), "--force"]) == 0
+    assert json.loads((out / "results.json").read_text())["seeds"] == [1001]
+
+
+def test_seeds_below_1000_give_one_warning_line(tmp_path, capsys):
+    """Seeds from the training range are allowed with one warning line on stderr; held-out seeds give none."""
+    assert evaluate.main([*TINY, "--seeds", "2", "--seed-start", "999", "--out", str(tmp_path / "low")]) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and "999..999" in warnings[0] and "below 1000" in warnings[0]
+    assert evaluate.main([*TINY, "--out", str(tmp_path / "held-out")]) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_results_record_package_versions_and_the_git_commit(tmp_path):
+    """results.json names the geopipe, gymnasium, numpy, torch and SB3 versions and the source's git commit."""
+    assert evaluate.main([*TINY, "--out", str(tmp_path)]) == 0
+    doc = json.loads((tmp_path / "results.json").read_text())
+    versions = doc["versions"]
+    assert versions["geopipe"] == geopipe_env.__version__
+    assert versions["gymnasium"] == gym.__version__ and versions["numpy"] == np.__version__
+    assert versions["torch"].startswith(__import__("torch").__version__.split("+")[0])
+    assert {"stable-baselines3", "sb3-contrib"} <= set(versions)
+    head = subprocess.run(["git", "-C", os.path.dirname(geopipe_env.__file__), "rev-parse", "HEAD"], capture_output=True, text=True)
+    if head.returncode == 0:
+        assert doc["git_commit"] == head.stdout.strip() and isinstance(doc["git_dirty"], bool)
+    else:
+        assert doc["git_commit"] is None
+    assert doc["git_commit"] is None or re.fullmatch(r"[0-9a-f]{40}", doc["git_commit"])
+
+
+def test_git_state_is_null_outside_a_checkout(tmp_path):
+    """A folder no git checkout tracks (an installed copy) records no commit."""
+    assert _git_state(tmp_path) == (None, None)
+
+
+def _torch_threads_in_worker() -> tuple[str | None, int]:
+    import torch
+
+    return os.environ.get("OMP_NUM_THREADS"), torch.get_num_threads()
+
+
+def test_pool_workers_run_torch_on_one_thread():
+    """Evaluation worker processes start with OMP_NUM_THREADS=1, so torch runs one thread in each."""
+    with worker_pool(1) as pool:
+        assert pool.submit(_torch_threads_in_worker).result() == ("1", 1)
+
+
+def test_in_process_agent_episodes_run_torch_on_one_thread(monkeypatch):
+    """With --workers 1 a saved agent's episodes run on one torch thread, and the caller's count is restored."""
+    torch = pytest.importorskip("torch")
+    seen = []
+    real = evaluation.run_episode
+
+    def spy(*args):
+        seen.append(torch.get_num_threads())
+        return real(*args)
+
+    monkeypatch.setattr(evaluation, "run_episode", spy)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        run_episodes([parse_env(TOY)], [str(pretrained_path())], [1000], None, workers=1, progress=False)
+        assert seen == [1] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(threads)

@@ -1,4 +1,4 @@
-"""The shipped agent in agents/pretrained/: it loads, evaluate.py picks it up, and it plays valid episodes."""
+"""The shipped agent in agents/pretrained/: it loads, geopipe-evaluate picks it up, and it plays valid episodes."""
 
 from pathlib import Path
 
@@ -7,7 +7,7 @@ import pytest
 
 import agents
 import geopipe_env  # noqa: F401
-from agents import load_agent
+from agents import load_agent, load_pretrained, pretrained_path
 from baselines.evaluation import default_policy_specs
 from baselines.policy import play_episode
 
@@ -16,9 +16,17 @@ AGENT = PRETRAINED / "geopipe_v0_maskable_ppo.zip"
 
 
 def test_shipped_agent_has_its_files_and_is_evaluated_by_default():
-    """The model travels with its normalisation statistics, and evaluate.py includes it without arguments."""
+    """The model travels with its normalisation statistics, and geopipe-evaluate includes it without arguments."""
     assert AGENT.is_file() and AGENT.with_name(AGENT.stem + "_vecnormalize.pkl").is_file()
-    assert str(AGENT) in default_policy_specs()
+    assert pretrained_path() == AGENT
+    assert default_policy_specs()[-1] == str(AGENT) and str(AGENT) not in default_policy_specs(include_agent=False)
+
+
+def test_load_pretrained_finds_the_agent_through_the_package(tmp_path, monkeypatch):
+    """load_pretrained() needs no path and does not depend on the working folder."""
+    monkeypatch.chdir(tmp_path)
+    agent = load_pretrained(env=gym.make("GeoPipe-v0"))
+    assert agent.name == AGENT.stem and agent.obs_normalizer is not None
 
 
 def test_shipped_agent_finishes_a_held_out_geopipe_v0_episode():

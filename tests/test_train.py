@@ -162,10 +162,15 @@ def test_subprocess_envs_are_seeded_seed_plus_i():
         (["--seed", "999", "--hyperparams", "n_envs=2"], "held out"),
         (["--resume", "no-such-run"], "no such run folder"),
         (["--eval-seed-start", "999"], "must be held out"),
+        (["--hyperparams", "policy=CnnPolicy"], "You must use `MultiInputPolicy`"),
+        (["--hyperparams", "env_kwargs={queue_slots: 0}"], "queue_slots: got 0; expected an integer >= 1"),
+        (["--hyperparams", "policy_kwargs={net_arch: [64], no_such_kwarg: 1}"], "no_such_kwarg"),
+        (["--hyperparams", "normalize={norm_obs_keys: [no_such_key]}"], "KeyError: 'no_such_key'"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(args, message, tmp_path, capsys):
-    """Bad input stops before any run folder is made, with a one-line message and exit code 2."""
+    """Bad input, including hyperparameters the model cannot be built from, stops before any run folder is made,
+    with a one-line message and exit code 2."""
     with pytest.raises(SystemExit) as exit_info:
         train.main([*args, "--log-dir", str(tmp_path / "runs")])
     assert exit_info.value.code == 2

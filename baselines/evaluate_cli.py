@@ -1,0 +1,145 @@
+"""Evaluate scheduling policies on GeoPipe: episodes over fixed seeds, a markdown table, CSV/JSON and plots.
+
+Examples::
+
+    geopipe-evaluate                                        # every scripted policy and the shipped agent on GeoPipe-v0
+    geopipe-evaluate --env GeoPipe-Paper-v0 my-world.yaml --policies cr-ldf lcf runs/ppo/model.zip --seeds 20
+
+A policy argument ending in .zip is a saved agent; an env argument ending in .yaml/.yml is a scenario file run on
+GeoPipe-v0. Seeds are seed_start .. seed_start + N - 1 (default 1000..1009): seeds >= 1000 are held out for
+evaluation. ``python evaluate.py`` in a source checkout runs the same :func:`main`. The logic lives in
+``baselines.evaluation`` and ``baselines.plots``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from agents.loading import TRAIN_EXTRA_INSTALL, train_extra_available
+from baselines import policy_names
+from baselines.cli import OneLineErrorParser, command_line, int_at_least
+from baselines.evaluation import (
+    AGENT_SUFFIX,
+    DEFAULT_ENV_ID,
+    DEFAULT_SEED_START,
+    REFERENCE_POLICY,
+    RESULTS_FILES,
+    EvaluationInputError,
+    check_inputs,
+    check_output_folder,
+    default_policy_specs,
+    held_out_warning,
+    improvement_across_envs,
+    improvement_table,
+    markdown_tables,
+    paired_differences,
+    paired_tables,
+    parse_env,
+    provenance,
+    run_episodes,
+    summarize,
+    write_csv,
+    write_json,
+)
+
+PROG = "geopipe-evaluate"
+DEFAULT_EPISODES = 10
+
+_POSITIVE_INT = int_at_least(1)
+
+
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
+    parser = OneLineErrorParser(
+        prog=prog, description=__doc__.splitlines()[0], epilog=f"scripted policies: {', '.join(policy_names())}"
+    )
+    parser.add_argument(
+        "--env", nargs="+", action="extend", metavar="ENV",
+        help=f"env ids or scenario .yaml files, repeatable (default {DEFAULT_ENV_ID})",
+    )
+    parser.add_argument(
+        "--policies", nargs="+", metavar="POLICY",
+        help="scripted policy names or saved agents (.zip) (default: every scripted policy and the shipped agent)",
+    )
+    parser.add_argument(
+        "--seeds", "--episodes", dest="episodes", type=_POSITIVE_INT, default=DEFAULT_EPISODES, metavar="N",
+        help=f"episodes per policy and env, one per seed (default {DEFAULT_EPISODES})",
+    )
+    parser.add_argument("--seed-start", type=int, default=DEFAULT_SEED_START, help=f"first seed (default {DEFAULT_SEED_START}, held out)")
+    parser.add_argument("--workers", type=_POSITIVE_INT, default=os.cpu_count() or 1, help="processes; 1 runs in-process (default: CPU count)")
+    parser.add_argument("--out", type=Path, default=Path("results"), help="output folder (default results/)")
+    parser.add_argument("--force", action="store_true", help=f"overwrite the {' and '.join(RESULTS_FILES)} of an earlier evaluation in --out")
+    parser.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
+    parser.add_argument("--cost-weight", type=float, default=None, help="the env's reward cost weight (default: the scenario's)")
+    return parser
+
+
+def main(argv: list[str] | None = None, prog: str = PROG) -> int:
+    """Run the evaluation that ``argv`` asks for; 0 on success (bad input exits 2 with a one-line message)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(prog)
+    args = parser.parse_args(argv)
+    envs = [parse_env(e) for e in dict.fromkeys(args.env or [DEFAULT_ENV_ID])]
+    if args.policies:
+        policy_specs = list(dict.fromkeys(args.policies))
+    else:
+        with_agent = train_extra_available()
+        if not with_agent:
+            print(f"{prog}: note: the shipped agent is left out; loading it needs the [train] extra: {TRAIN_EXTRA_INSTALL}", file=sys.stderr)
+        policy_specs = default_policy_specs(include_agent=with_agent)
+    seeds = list(range(args.seed_start, args.seed_start + args.episodes))
+    try:
+        check_output_folder(args.out, args.force)  # first: it is instant, while building the policies loads agents
+        names = check_inputs(envs, policy_specs, args.cost_weight)
+    except EvaluationInputError as exc:
+        parser.error(str(exc))
+    warning = held_out_warning(seeds)
+    if warning:
+        print(f"{prog}: warning: {warning}", file=sys.stderr)
+
+    started = time.perf_counter()
+    rows = run_episodes(envs, policy_specs, seeds, args.cost_weight, args.workers)
+    summary = summarize(rows)
+    print(markdown_tables(summary, seeds))
+    # Paired return differences: each saved agent against every other policy, else bace-pipe against the rest.
+    agent_names = [name for name, spec in zip(names, policy_specs) if spec.lower().endswith(AGENT_SUFFIX)]
+    subjects = agent_names or [REFERENCE_POLICY]
+    differences = paired_differences(rows, subjects)
+    print(paired_tables(differences))
+    # Probabilities of improvement are free of each env's scale of returns, so they can be pooled over envs.
+    across_envs = improvement_across_envs(rows, subjects) if len(envs) > 1 else {}
+    if any(across_envs.values()):
+        print(improvement_table(across_envs, len(envs)))
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_csv(rows, args.out / "results.csv")
+    meta = {
+        "command": command_line(prog, argv),
+        "seeds": seeds,
+        "cost_weight": args.cost_weight,
+        "workers": args.workers,
+        **provenance(),
+        "paired_return_differences": {
+            env: {subject: {other: c._asdict() for other, c in others.items()} for subject, others in by_subject.items()}
+            for env, by_subject in differences.items()
+        },
+        "probability_of_improvement_across_envs": {
+            subject: {other: est._asdict() for other, est in others.items()} for subject, others in across_envs.items()
+        },
+    }
+    write_json(rows, summary, envs, meta, args.out / "results.json")
+    if not args.no_plots:
+        from baselines.plots import plot_env
+
+        for env in envs:
+            env_rows = [r for r in rows if r["env"] == env.label]
+            plot_env(env_rows, summary[env.label], env.label, env.slug, args.out)
+    print(f"{len(rows)} episodes in {time.perf_counter() - started:.1f} s; results in {args.out}/")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""baselines.plots: the evaluation figures stay few and legible with a dozen policies."""
+
+import numpy as np
+from matplotlib.image import imread
+
+from baselines import plots
+from baselines.evaluation import summarize
+
+NUM_POLICIES = 12
+NAMES = ["bace-pipe", *(f"policy-{i}" for i in range(1, NUM_POLICIES))]
+SEEDS = (1000, 1001, 1002)
+
+
+def _rows() -> list[dict]:
+    """Synthetic episodes: policy i is i hours slower than bace-pipe on every seed, with a first-seed timeline."""
+    rows = []
+    for i, name in enumerate(NAMES):
+        for seed in SEEDS:
+            jct = [1.0 + i + seed - SEEDS[0], 5.0 + i]
+            rows.append({
+                "env": "e", "policy": name, "seed": seed, "return": -float(np.mean(jct)),
+                "avg_jct_h": float(np.mean(jct)), "total_cost_usd": 100.0 + 10 * i, "jct_h": jct, "comm_slowdown": [1.0],
+                "timeline": {"t_h": [0.0, 1.0, 2.0], "gpus": [[1, 2], [3, 0], [0, 0]], "regions": ["a", "b"], "capacity": [4, 4]}
+                if seed == SEEDS[0] else None,
+            })
+    return rows
+
+
+def test_twelve_policies_make_four_figures_of_moderate_size(tmp_path):
+    """With 12 policies every figure is at most 1,800 px wide and 1,200 px tall: the GPU timelines form a grid,
+    not a 12-panel column."""
+    rows = _rows()
+    paths = plots.plot_env(rows, summarize(rows)["e"], "e", "e", tmp_path)
+    assert sorted(p.name for p in paths) == sorted(f"e_{n}.png" for n in ("paired_differences", "jct_cdf", "jct_vs_cost", "gpu_timeline"))
+    for path in paths:
+        height, width = imread(path).shape[:2]
+        assert width <= 1800 and height <= 1200, (path.name, width, height)
+    height, width = imread(tmp_path / "e_gpu_timeline.png").shape[:2]
+    assert width > height  # a grid is wider than tall
+
+
+def test_paired_differences_show_each_policy_against_the_reference():
+    """One row per policy other than bace-pipe, in order, with its mean difference at the per-seed mean."""
+    rows = _rows()
+    fig = plots._paired_differences(rows, NAMES, "bace-pipe", plots.policy_styles(NAMES), "e")
+    jct_axes = fig.axes[0]
+    assert [t.get_text() for t in jct_axes.get_yticklabels()] == NAMES[1:]
+    means = sorted(float(bar.lines[0].get_xdata()[0]) for bar in jct_axes.containers)  # each error bar's data point
+    assert means == sorted(float(i) for i in range(1, NUM_POLICIES))  # policy i: i hours slower on every seed
+
+
+def test_policy_styles_are_distinct():
+    """Up to 40 policies get 40 different (colour, marker, line style) triples; 12 get 12 different markers-or-colours."""
+    styles = plots.policy_styles([f"p{i}" for i in range(40)])
+    assert len({(s.color, s.marker, s.linestyle) for s in styles.values()}) == 40
+    assert len({(s.color, s.marker) for s in list(styles.values())[:NUM_POLICIES]}) == NUM_POLICIES
