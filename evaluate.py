@@ -5,7 +5,7 @@ Examples::
     python evaluate.py                                      # every scripted policy (+ agents/pretrained/*.zip) on GeoPipe-v0
     python evaluate.py --env GeoPipe-Paper-v0 my-world.yaml --policies cr-ldf lcf runs/ppo/model.zip --seeds 20
 
-A policy argument ending in .zip is a saved agent; an env argument ending in .yaml/.yml is a scenario file run on
+A policy argument ending in .zip (SB3) or naming a folder (an RLlib checkpoint) is a saved agent; an env argument ending in .yaml/.yml is a scenario file run on
 GeoPipe-v0. Seeds are seed_start .. seed_start + N - 1 (default 1000..1009): seeds >= 1000 are held out for
 evaluation. The logic lives in ``baselines.evaluation`` and ``baselines.plots``.
 """
@@ -21,13 +21,13 @@ from pathlib import Path
 
 from baselines import policy_names
 from baselines.evaluation import (
-    AGENT_SUFFIX,
     DEFAULT_ENV_ID,
     DEFAULT_SEED_START,
     REFERENCE_POLICY,
     EvaluationInputError,
     check_inputs,
     default_policy_specs,
+    is_agent_spec,
     markdown_tables,
     paired_differences,
     paired_tables,
@@ -65,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", type=Path, default=Path("results"), help="output folder (default results/)")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
     parser.add_argument("--cost-weight", type=float, default=None, help="the env's reward cost weight (default: the scenario's)")
+    parser.add_argument("--backend", choices=("process", "ray"), default="process", help="process pool, or Ray tasks (the 'ray' extra) (default process)")
+    parser.add_argument("--ray-address", metavar="ADDR", help="with --backend ray: join the Ray cluster at ADDR (default: start a local one with --workers CPUs)")
     return parser
 
 
@@ -75,17 +77,26 @@ def main(argv: list[str] | None = None) -> int:
     envs = [parse_env(e) for e in dict.fromkeys(args.env or [DEFAULT_ENV_ID])]
     policy_specs = list(dict.fromkeys(args.policies or default_policy_specs()))
     seeds = list(range(args.seed_start, args.seed_start + args.episodes))
+    if args.ray_address is not None and args.backend != "ray":
+        parser.error("--ray-address needs --backend ray")
+    if args.backend == "ray":  # before anything imports ray: Ray reads its settings at import
+        from baselines.ray_backend import MissingExtraError, import_ray
+
+        try:
+            import_ray("ray", args.ray_address)
+        except MissingExtraError as exc:
+            parser.exit(2, f"{parser.prog}: error: {exc}\n")
     try:
         names = check_inputs(envs, policy_specs, args.cost_weight)
     except EvaluationInputError as exc:
         parser.error(str(exc))
 
     started = time.perf_counter()
-    rows = run_episodes(envs, policy_specs, seeds, args.cost_weight, args.workers)
+    rows = run_episodes(envs, policy_specs, seeds, args.cost_weight, args.workers, backend=args.backend, ray_address=args.ray_address)
     summary = summarize(rows)
     print(markdown_tables(summary, seeds))
     # Paired return differences: each saved agent against every other policy, else bace-pipe against the rest.
-    agent_names = [name for name, spec in zip(names, policy_specs) if spec.lower().endswith(AGENT_SUFFIX)]
+    agent_names = [name for name, spec in zip(names, policy_specs) if is_agent_spec(spec)]
     differences = paired_differences(rows, agent_names or [REFERENCE_POLICY])
     print(paired_tables(differences))
 

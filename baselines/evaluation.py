@@ -31,6 +31,7 @@ from tqdm import tqdm
 import geopipe_env  # noqa: F401  (registers the env ids)
 from baselines import make_policy, policy_names
 from baselines.policy import Policy, play_episode
+from baselines.threads import limit_worker_threads
 from geopipe_env.env import GeoPipeEnv
 from geopipe_env.units import SECONDS_PER_HOUR
 
@@ -93,9 +94,14 @@ def parse_env(arg: str) -> EnvSpec:
     return EnvSpec(label=arg, env_id=arg)
 
 
+def is_agent_spec(spec: str) -> bool:
+    """True for a saved agent: an SB3 ``.zip``, or a folder (an RLlib checkpoint)."""
+    return spec.lower().endswith(AGENT_SUFFIX) or Path(spec).is_dir()
+
+
 def build_policy(spec: str) -> Policy:
-    """A fresh policy from a scripted name, or from a saved agent when ``spec`` ends in ``.zip``."""
-    if spec.lower().endswith(AGENT_SUFFIX):
+    """A fresh policy from a scripted name, or from a saved agent (:func:`is_agent_spec`)."""
+    if is_agent_spec(spec):
         from agents import load_agent  # imports torch only when an agent is evaluated
 
         return load_agent(spec)
@@ -197,13 +203,23 @@ def run_episodes(
     cost_weight: float | None,
     workers: int,
     progress: bool = True,
+    backend: str = "process",
+    ray_address: str | None = None,
 ) -> list[dict[str, Any]]:
     """Every (env, policy, seed) episode, in that order; the first seed's episodes record their GPU timeline.
 
     ``workers > 1`` runs them in a ``spawn`` process pool (safe whatever the parent has imported, e.g. torch);
-    ``workers == 1`` runs them in this process.
+    ``workers == 1`` runs them in this process. ``backend="ray"`` runs them as Ray tasks instead, on a local Ray
+    instance with ``workers`` CPUs or on the cluster at ``ray_address`` (:mod:`baselines.ray_backend`). Each worker
+    process runs torch on one thread.
     """
     tasks = [(e, p, s, cost_weight, s == seeds[0]) for e in envs for p in policy_specs for s in seeds]
+    if backend == "ray":
+        from baselines.ray_backend import run_tasks
+
+        return run_tasks(tasks, ray_address, workers, progress)
+    if backend != "process":
+        raise ValueError(f"unknown backend {backend!r}; expected process or ray")
     bar = tqdm(total=len(tasks), desc="episodes", unit="ep", disable=not progress)
     try:
         if workers <= 1:
@@ -213,7 +229,7 @@ def run_episodes(
                 bar.update()
             return rows
         context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=context) as pool:
+        with ProcessPoolExecutor(min(workers, len(tasks)), context, initializer=limit_worker_threads) as pool:
             futures = [pool.submit(run_episode, *task) for task in tasks]
             for _ in as_completed(futures):
                 bar.update()
