@@ -24,7 +24,7 @@ def test_core_packages_never_import_ray():
     """Importing geopipe_env, baselines and agents, with their CLIs' modules and the Ray layer's entry points, loads no ray."""
     result = _python(
         "import sys, geopipe_env, baselines, agents, baselines.evaluation, baselines.ray_backend, agents.training, "
-        "agents.loading, evaluate, train\n"
+        "agents.loading, agents.rllib_training, evaluate, train\n"
         "loaded = sorted(m for m in sys.modules if m == 'ray' or m.startswith('ray.'))\n"
         "assert not loaded, loaded"
     )
@@ -35,10 +35,11 @@ def test_core_packages_never_import_ray():
     ("script", "args", "command"),
     [
         ("evaluate", ["--backend", "ray", "--env", "GeoPipe-Toy-v0", "--policies", "lcf", "--seeds", "1"], 'pip install -e ".[ray]"'),
+        ("train", ["--algo", "rllib_ppo", "--env", "GeoPipe-Toy-v0"], 'pip install -e ".[rllib]"'),
     ],
 )
 def test_missing_extra_is_one_line_and_exit_2(script, args, command, tmp_path):
-    """Without ray, --backend ray stops with exit code 2 and one line naming the install command."""
+    """Without ray, --backend ray and --algo rllib_ppo stop with exit code 2 and one line naming the install command."""
     result = _python(
         "import sys; sys.modules['ray'] = None  # as if ray were not installed\n"
         f"import {script}; sys.exit({script}.main({args + ['--log-dir' if script == 'train' else '--out', str(tmp_path)]!r}))"
