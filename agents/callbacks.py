@@ -43,7 +43,7 @@ def save_agent(model: BaseAlgorithm, path: Path) -> None:
         normalizer.save(str(vecnormalize_path(path)))
 
 
-def _crossed(num_timesteps: int, previous: int, every: int) -> bool:
+def crossed(num_timesteps: int, previous: int, every: int) -> bool:
     """True when a multiple of ``every`` lies in ``(previous, num_timesteps]``."""
     return every > 0 and num_timesteps // every > previous // every
 
@@ -70,7 +70,7 @@ def evaluate_agent(policy: Policy, env: gym.Env, seeds: Sequence[int]) -> list[t
     return results
 
 
-def _summary(results: list[tuple[float, dict[str, float]]]) -> dict[str, float]:
+def summarize_episodes(results: list[tuple[float, dict[str, float]]]) -> dict[str, float]:
     """Mean and std of the returns, and the mean of two episode metrics, of :func:`evaluate_agent`'s results."""
     returns = [r for r, _ in results]
     return {
@@ -79,6 +79,23 @@ def _summary(results: list[tuple[float, dict[str, float]]]) -> dict[str, float]:
         "mean_avg_jct_h": mean_ci(m["avg_jct_h"] for _, m in results).mean,  # NaN values (no job done) skipped
         "mean_total_cost_usd": mean_ci(m["total_cost_usd"] for _, m in results).mean,
     }
+
+
+def evaluate_references(run_dir: Path, env: gym.Env, seeds: Sequence[int], names: Sequence[str] = REFERENCE_POLICIES) -> None:
+    """Play the scripted policies ``names`` once on ``seeds`` and write their summaries to ``reference_returns.csv``."""
+    rows = [{"policy": name, **summarize_episodes(evaluate_agent(make_policy(name), env, seeds))} for name in names]
+    write_references(run_dir, rows)
+
+
+def append_evaluation(run_dir: Path, row: dict[str, float]) -> None:
+    """Add one evaluation (``EVALUATION_COLUMNS``) to ``<run_dir>/evaluations.csv``, writing the header first."""
+    path = run_dir / EVALUATIONS_FILE
+    new = not path.is_file()
+    with open(path, "a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=EVALUATION_COLUMNS)
+        if new:
+            writer.writeheader()
+        writer.writerow(row)
 
 
 class HeldOutEvalCallback(BaseCallback):
@@ -108,7 +125,6 @@ class HeldOutEvalCallback(BaseCallback):
         self.run_dir = run_dir
         self.seeds = list(seeds)
         self.eval_freq = eval_freq
-        self.csv_path = run_dir / EVALUATIONS_FILE
         self.best_mean_return = -math.inf
         self.eval_env: gym.Env | None = None
         self._last_timesteps = 0
@@ -121,14 +137,10 @@ class HeldOutEvalCallback(BaseCallback):
 
     def _evaluate_references(self) -> None:
         assert self.eval_env is not None
-        rows = []
-        for name in self.reference_policies:
-            results = evaluate_agent(make_policy(name), self.eval_env, self.seeds)
-            rows.append({"policy": name, **_summary(results)})
-        write_references(self.run_dir, rows)
+        evaluate_references(self.run_dir, self.eval_env, self.seeds, self.reference_policies)
 
     def _on_step(self) -> bool:
-        if _crossed(self.num_timesteps, self._last_timesteps, self.eval_freq):
+        if crossed(self.num_timesteps, self._last_timesteps, self.eval_freq):
             self.evaluate()
         self._last_timesteps = self.num_timesteps
         return True
@@ -138,8 +150,8 @@ class HeldOutEvalCallback(BaseCallback):
         assert self.eval_env is not None, "evaluate() runs during training"
         policy = AgentPolicy(self.model, self.model.get_vec_normalize_env(), name="eval", deterministic=True)
         results = evaluate_agent(policy, self.eval_env, self.seeds)
-        row = {"timesteps": self.num_timesteps, **_summary(results)}
-        self._append(row)
+        row = {"timesteps": self.num_timesteps, **summarize_episodes(results)}
+        append_evaluation(self.run_dir, row)
         plot_learning_curve(self.run_dir)
         for key in ("mean_return", "mean_avg_jct_h", "mean_total_cost_usd"):
             if math.isfinite(row[key]):
@@ -150,14 +162,6 @@ class HeldOutEvalCallback(BaseCallback):
             if self.verbose:
                 print(f"new best mean return {row['mean_return']:.3f} at {self.num_timesteps} timesteps")
         return row["mean_return"]
-
-    def _append(self, row: dict[str, float]) -> None:
-        new = not self.csv_path.is_file()
-        with open(self.csv_path, "a", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=EVALUATION_COLUMNS)
-            if new:
-                writer.writeheader()
-            writer.writerow(row)
 
     def _on_training_end(self) -> None:
         if self.eval_env is not None:
@@ -178,7 +182,7 @@ class CheckpointCallback(BaseCallback):
         self._last_timesteps = self.num_timesteps
 
     def _on_step(self) -> bool:
-        if _crossed(self.num_timesteps, self._last_timesteps, self.save_freq):
+        if crossed(self.num_timesteps, self._last_timesteps, self.save_freq):
             save_agent(self.model, checkpoint_path(self.folder, self.num_timesteps))
         self._last_timesteps = self.num_timesteps
         return True

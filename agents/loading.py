@@ -17,10 +17,13 @@ import os
 import pickle
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from gymnasium import spaces
+
+if TYPE_CHECKING:
+    from baselines.policy import Policy
 
 VECNORMALIZE_SUFFIX = "_vecnormalize.pkl"
 PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"  # package data: present in site-packages too
@@ -101,21 +104,30 @@ def _algorithm_of(path: Path) -> Any:
     return MaskablePPO if "sb3_contrib" in data else PPO
 
 
-def load_agent(path: str | os.PathLike, env: Any | None = None, deterministic: bool = True) -> AgentPolicy:
-    """Load ``path`` (an SB3 ``.zip``) and its normalisation stats, if saved beside it.
+def load_agent(path: str | os.PathLike, env: Any | None = None, deterministic: bool = True) -> Policy:
+    """Load ``path`` (an SB3 ``.zip``) and its normalisation stats, if saved beside it, as an :class:`AgentPolicy`.
+
+    A folder is read as an RLlib checkpoint instead (:func:`agents.rllib.load_rllib_agent`, the ``rllib`` extra),
+    which always acts greedily.
 
     Args:
-        path: the model file.
+        path: the model file, or an RLlib checkpoint folder.
         env: optionally an env to check the observation space against right away.
         deterministic: act greedily (default) or sample from the policy.
 
     Raises:
         FileNotFoundError: no such file.
-        ValueError: the file is not an SB3 model.
+        ValueError: the file is not an SB3 model, or a folder without the ``rllib`` extra installed.
         ObservationSpaceMismatch: ``env``'s observation space differs from the model's.
         ImportError: the ``[train]`` extra (torch, Stable-Baselines3, sb3-contrib) is not installed.
     """
     path = Path(path)
+    if path.is_dir():
+        try:
+            from agents.rllib import load_rllib_agent
+        except ImportError as exc:
+            raise ValueError(f"{path} is a folder (an RLlib checkpoint?); loading one needs the 'rllib' extra: pip install -e \".[rllib]\"") from exc
+        return load_rllib_agent(path, env)
     if not path.is_file():
         raise FileNotFoundError(f"no saved agent at {path}")
     try:

@@ -33,11 +33,11 @@ _NON_NEGATIVE_INT = int_at_least(0)
 
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
-    from agents import training
+    from agents import rllib_training, training
 
     parser = OneLineErrorParser(prog=prog, description=__doc__.splitlines()[0])
     add = parser.add_argument
-    add("--algo", choices=list(training.ALGOS), help=f"algorithm (default {training.DEFAULT_ALGO}, or the resumed run's)")
+    add("--algo", choices=[*training.ALGOS, rllib_training.ALGO], help=f"algorithm (default {training.DEFAULT_ALGO}, or the resumed run's)")
     add("--env", help=f"registered GeoPipe env id (default {training.DEFAULT_ENV_ID}, or the resumed run's)")
     add("--seed", type=_NON_NEGATIVE_INT, default=0, help="env i is seeded seed + i, below 1000 (default %(default)s)")
     add("--n-timesteps", type=_POSITIVE_INT, help="timesteps to train (to add, when resuming); sets n_timesteps")
@@ -52,6 +52,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     add("--resume", type=Path, metavar="RUN_DIR", help="continue that run's latest checkpoint or model.zip, in a new run folder")
     # Small MLP updates gain nothing from more threads, and lose several-fold to contention on a busy machine.
     add("--torch-threads", type=_POSITIVE_INT, default=DEFAULT_TORCH_THREADS, help="torch CPU threads (default %(default)s)")
+    add("--ray-address", metavar="ADDR", help=f"with --algo {rllib_training.ALGO}: join the Ray cluster at ADDR (default: a local one)")
     add("--verbose", type=int, choices=(0, 1), default=1, help="1 prints SB3's training tables (default %(default)s)")
     add("--no-progress-bar", action="store_true", help="hide the progress bar")
     return parser
@@ -63,16 +64,19 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     try:
         import torch
 
-        from agents import training
+        from agents import rllib_training, training
     except ImportError as exc:
         OneLineErrorParser(prog=prog).error(missing_train_extra("training", exc))
     parser = build_parser(prog)
     args = parser.parse_args(argv)
+    rllib = args.algo == rllib_training.ALGO
     try:
+        if args.ray_address is not None and not rllib:
+            raise training.TrainingInputError(f"--ray-address needs --algo {rllib_training.ALGO}")
         overrides = training.parse_overrides(args.hyperparams)
         if args.n_timesteps is not None:
             overrides["n_timesteps"] = args.n_timesteps
-        plan = training.plan_run(
+        plan = (rllib_training if rllib else training).plan_run(
             args.algo, args.env, args.seed, overrides, args.eval_episodes, args.hyperparams_file, args.resume, args.eval_seed_start
         )
         run_dir = training.create_run_dir(args.log_dir, plan, args.run_name)
@@ -81,6 +85,10 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     training.write_run_files(run_dir, plan, vars(args), command_line(prog, argv))
     print(f"run folder: {run_dir}")
     torch.set_num_threads(args.torch_threads)
+    if rllib:
+        steps = rllib_training.train(plan, run_dir, args.eval_freq, args.checkpoint_freq, args.ray_address, args.verbose)
+        print(f"{steps} timesteps; model in {run_dir}/{training.MODEL_NAME}/")
+        return 0
     model = training.train(
         plan, run_dir, args.eval_freq, args.checkpoint_freq, progress_bar=not args.no_progress_bar, verbose=args.verbose
     )

@@ -22,7 +22,7 @@ import json
 import math
 import time
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -108,9 +108,11 @@ def hyperparams_file(algo: str) -> Path:
     return HYPERPARAMS_DIR / f"{algo}.yml"
 
 
-def load_hyperparams(algo: str, env_id: str, overrides: dict[str, Any] | None = None, path: Path | None = None) -> dict[str, Any]:
-    """The checked hyperparameters of ``algo`` on ``env_id``: the file's entry for the id (else ``default``),
-    updated by ``overrides``."""
+def load_hyperparams(
+    algo: str, env_id: str, overrides: dict[str, Any] | None = None, path: Path | None = None, check: Callable[..., dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """The hyperparameters of ``algo`` on ``env_id``: the file's entry for the id (else ``default``), updated by
+    ``overrides``, checked by ``check(hyperparams, source)`` (default :func:`check_hyperparams`)."""
     path = hyperparams_file(algo) if path is None else path
     table = _read_yaml(path)
     if not isinstance(table, dict):
@@ -122,7 +124,7 @@ def load_hyperparams(algo: str, env_id: str, overrides: dict[str, Any] | None = 
     if not isinstance(entry, dict):
         raise TrainingInputError(f"{path}: {key}: expected a mapping of hyperparameters")
     source = f"{path.name} [{key}]" + (" with --hyperparams" if overrides else "")
-    return check_hyperparams({**entry, **(overrides or {})}, source)
+    return (check or check_hyperparams)({**entry, **(overrides or {})}, source)
 
 
 def check_hyperparams(hyperparams: dict[str, Any], source: str = "hyperparameters") -> dict[str, Any]:
@@ -318,13 +320,7 @@ def plan_run(
             raise TrainingInputError(f"--resume: {resume_model.name} has no {vecnormalize_path(resume_model).name} beside it")
     else:
         hyperparams = load_hyperparams(algo, env_id, overrides, hyperparams_path)
-    last_seed = seed + hyperparams["n_envs"] - 1
-    if seed < 0 or last_seed >= FIRST_HELD_OUT_SEED:
-        raise TrainingInputError(
-            f"training seeds {seed}..{last_seed} must lie in 0..{FIRST_HELD_OUT_SEED - 1}; seeds from {FIRST_HELD_OUT_SEED} are held out for evaluation"
-        )
-    if eval_seed_start < FIRST_HELD_OUT_SEED:
-        raise TrainingInputError(f"evaluation seeds must be held out: start at {FIRST_HELD_OUT_SEED} or above, not {eval_seed_start}")
+    check_seeds(seed, seed + hyperparams["n_envs"] - 1, eval_seed_start)
     if hyperparams["policy"] in CUSTOM_POLICIES and algo != DEFAULT_ALGO:
         raise TrainingInputError(f"policy {hyperparams['policy']} needs --algo {DEFAULT_ALGO} (it reads action masks)")
     check_env_args(env_id, hyperparams["env_kwargs"])
@@ -332,6 +328,17 @@ def plan_run(
         check_model_args(algo, env_id, hyperparams)
     eval_seeds = tuple(range(eval_seed_start, eval_seed_start + eval_episodes))
     return RunPlan(algo, env_id, seed, hyperparams, eval_seeds, resume_model)
+
+
+def check_seeds(seed: int, last_seed: int, eval_seed_start: int) -> None:
+    """Raise :class:`TrainingInputError` unless the training seeds ``seed..last_seed`` lie below 1000 and the
+    evaluation seeds start at 1000 or above (held out)."""
+    if seed < 0 or last_seed >= FIRST_HELD_OUT_SEED:
+        raise TrainingInputError(
+            f"training seeds {seed}..{last_seed} must lie in 0..{FIRST_HELD_OUT_SEED - 1}; seeds from {FIRST_HELD_OUT_SEED} are held out for evaluation"
+        )
+    if eval_seed_start < FIRST_HELD_OUT_SEED:
+        raise TrainingInputError(f"evaluation seeds must be held out: start at {FIRST_HELD_OUT_SEED} or above, not {eval_seed_start}")
 
 
 def create_run_dir(log_dir: Path, plan: RunPlan, run_name: str | None = None) -> Path:

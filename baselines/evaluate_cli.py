@@ -23,7 +23,6 @@ from agents.loading import TRAIN_EXTRA_INSTALL, train_extra_available
 from baselines import policy_names
 from baselines.cli import OneLineErrorParser, command_line, int_at_least
 from baselines.evaluation import (
-    AGENT_SUFFIX,
     DEFAULT_ENV_ID,
     DEFAULT_SEED_START,
     REFERENCE_POLICY,
@@ -32,6 +31,7 @@ from baselines.evaluation import (
     check_inputs,
     check_output_folder,
     default_policy_specs,
+    is_agent_spec,
     held_out_warning,
     improvement_across_envs,
     improvement_table,
@@ -62,7 +62,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--policies", nargs="+", metavar="POLICY",
-        help="scripted policy names or saved agents (.zip) (default: every scripted policy and the shipped agent)",
+        help="scripted policy names or saved agents (SB3 .zip, or an RLlib checkpoint folder) "
+        "(default: every scripted policy and the shipped agent)",
     )
     parser.add_argument(
         "--seeds", "--episodes", dest="episodes", type=_POSITIVE_INT, default=DEFAULT_EPISODES, metavar="N",
@@ -74,6 +75,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser.add_argument("--force", action="store_true", help=f"overwrite the {' and '.join(RESULTS_FILES)} of an earlier evaluation in --out")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
     parser.add_argument("--cost-weight", type=float, default=None, help="the env's reward cost weight (default: the scenario's)")
+    parser.add_argument("--backend", choices=("process", "ray"), default="process", help="process pool, or Ray tasks (the 'ray' extra) (default process)")
+    parser.add_argument("--ray-address", metavar="ADDR", help="with --backend ray: join the Ray cluster at ADDR (default: start a local one with --workers CPUs)")
     return parser
 
 
@@ -91,6 +94,15 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
             print(f"{prog}: note: the shipped agent is left out; loading it needs the [train] extra: {TRAIN_EXTRA_INSTALL}", file=sys.stderr)
         policy_specs = default_policy_specs(include_agent=with_agent)
     seeds = list(range(args.seed_start, args.seed_start + args.episodes))
+    if args.ray_address is not None and args.backend != "ray":
+        parser.error("--ray-address needs --backend ray")
+    if args.backend == "ray":  # before anything imports ray: Ray reads its settings at import
+        from baselines.ray_backend import MissingExtraError, import_ray
+
+        try:
+            import_ray("ray", args.ray_address)
+        except MissingExtraError as exc:
+            parser.exit(2, f"{parser.prog}: error: {exc}\n")
     try:
         check_output_folder(args.out, args.force)  # first: it is instant, while building the policies loads agents
         names = check_inputs(envs, policy_specs, args.cost_weight)
@@ -101,11 +113,13 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
         print(f"{prog}: warning: {warning}", file=sys.stderr)
 
     started = time.perf_counter()
-    rows = run_episodes(envs, policy_specs, seeds, args.cost_weight, args.workers)
+    rows = run_episodes(
+        envs, policy_specs, seeds, args.cost_weight, args.workers, backend=args.backend, ray_address=args.ray_address
+    )
     summary = summarize(rows)
     print(markdown_tables(summary, seeds))
     # Paired return differences: each saved agent against every other policy, else bace-pipe against the rest.
-    agent_names = [name for name, spec in zip(names, policy_specs) if spec.lower().endswith(AGENT_SUFFIX)]
+    agent_names = [name for name, spec in zip(names, policy_specs) if is_agent_spec(spec)]
     subjects = agent_names or [REFERENCE_POLICY]
     differences = paired_differences(rows, subjects)
     print(paired_tables(differences))

@@ -40,6 +40,7 @@ import geopipe_env  # registers the env ids; provenance() reads its version and 
 from baselines import make_policy, policy_names
 from baselines.policy import Policy, play_episode
 from baselines.stats import CONFIDENCE, Interval, holm, iqm_interval, mean_ci, probability_of_improvement, t_test_p_value
+from baselines.threads import limit_worker_threads
 from geopipe_env.env import GeoPipeEnv
 from geopipe_env.units import SECONDS_PER_HOUR
 
@@ -52,7 +53,6 @@ RESULTS_FILES = ("results.csv", "results.json")  # an --out folder holding eithe
 # Episodes already run one per process; a saved agent's small MLP gains nothing from more torch threads and loses
 # to contention between the processes.
 TORCH_THREADS_PER_PROCESS = 1
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")  # read by torch when it is first imported
 # Distributions whose versions a results file records, by import name (recorded only when importable).
 RECORDED_PACKAGES = {"gymnasium": "gymnasium", "numpy": "numpy", "torch": "torch", "stable_baselines3": "stable-baselines3", "sb3_contrib": "sb3-contrib"}
 GIT_TIMEOUT_S = 10.0
@@ -109,9 +109,14 @@ def parse_env(arg: str) -> EnvSpec:
     return EnvSpec(label=arg, env_id=arg)
 
 
+def is_agent_spec(spec: str) -> bool:
+    """True for a saved agent: an SB3 ``.zip``, or a folder (an RLlib checkpoint)."""
+    return spec.lower().endswith(AGENT_SUFFIX) or Path(spec).is_dir()
+
+
 def build_policy(spec: str) -> Policy:
-    """A fresh policy from a scripted name, or from a saved agent when ``spec`` ends in ``.zip``."""
-    if spec.lower().endswith(AGENT_SUFFIX):
+    """A fresh policy from a scripted name, or from a saved agent (:func:`is_agent_spec`)."""
+    if is_agent_spec(spec):
         from agents import load_agent  # imports torch only when an agent is evaluated
 
         return load_agent(spec)
@@ -280,17 +285,27 @@ def run_episodes(
     cost_weight: float | None,
     workers: int,
     progress: bool = True,
+    backend: str = "process",
+    ray_address: str | None = None,
 ) -> list[dict[str, Any]]:
     """Every (env, policy, seed) episode, in that order; the first seed's episodes record their GPU timeline.
 
     ``workers > 1`` runs them in a ``spawn`` process pool (safe whatever the parent has imported, e.g. torch);
-    ``workers == 1`` runs them in this process. Either way a saved agent runs torch on one thread per process.
+    ``workers == 1`` runs them in this process. ``backend="ray"`` runs them as Ray tasks instead, on a local Ray
+    instance with ``workers`` CPUs or on the cluster at ``ray_address`` (:mod:`baselines.ray_backend`). Either way a
+    saved agent runs torch on one thread per process.
     """
     tasks = [(e, p, s, cost_weight, s == seeds[0]) for e in envs for p in policy_specs for s in seeds]
+    if backend == "ray":
+        from baselines.ray_backend import run_tasks
+
+        return run_tasks(tasks, ray_address, workers, progress)
+    if backend != "process":
+        raise ValueError(f"unknown backend {backend!r}; expected process or ray")
     bar = tqdm(total=len(tasks), desc="episodes", unit="ep", disable=not progress)
     try:
         if workers <= 1:
-            with_agent = any(spec.lower().endswith(AGENT_SUFFIX) for spec in policy_specs)
+            with_agent = any(is_agent_spec(spec) for spec in policy_specs)
             rows = []
             with _torch_threads(TORCH_THREADS_PER_PROCESS) if with_agent else nullcontext():
                 for task in tasks:
@@ -307,14 +322,10 @@ def run_episodes(
 
 
 def worker_pool(workers: int) -> ProcessPoolExecutor:
-    """A ``spawn`` process pool whose workers run torch on :data:`TORCH_THREADS_PER_PROCESS` thread(s)."""
-    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker)
-
-
-def _init_worker() -> None:
-    """Pool worker start-up, before any agent imports torch: torch sizes its thread pool from these variables."""
-    for name in THREAD_VARIABLES:
-        os.environ[name] = str(TORCH_THREADS_PER_PROCESS)
+    """A ``spawn`` process pool whose workers run torch on one thread (:func:`baselines.threads.limit_worker_threads`)."""
+    return ProcessPoolExecutor(
+        max_workers=workers, mp_context=multiprocessing.get_context("spawn"), initializer=limit_worker_threads
+    )
 
 
 @contextmanager

@@ -1,0 +1,156 @@
+"""train.py --algo rllib_ppo and agents.rllib: masked PPO on RLlib, its run folder, and its agents in the policy protocol."""
+
+import csv
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import yaml
+from conftest import load_script
+
+from baselines import ray_backend
+
+ray_backend.prepare_environment()  # before ray is imported: 127.0.0.1 only, token auth, files in the temp folder
+pytest.importorskip("ray.rllib")
+
+import geopipe_env  # noqa: E402,F401
+from agents import ObservationSpaceMismatch, load_agent  # noqa: E402
+from agents import rllib_training  # noqa: E402
+from agents.rllib import MaskedFlatObservation, RLlibAgentPolicy, RunFolderPPO  # noqa: E402
+from baselines.policy import play_episode  # noqa: E402
+
+train = load_script("train")
+evaluate = load_script("evaluate")
+
+TOY = "GeoPipe-Toy-v0"
+HOME_FOLDERS = (Path.home() / "ray_results", Path.home() / ".ray")
+ACTIONS_TAKEN: list[bool] = []  # whether each action an env runner took was valid, filled by _RecordValidity
+
+
+class _RecordValidity(gym.Wrapper):
+    """Records, before each step, whether the action is valid under the env's current mask."""
+
+    def step(self, action):
+        ACTIONS_TAKEN.append(bool(self.env.unwrapped.action_masks()[action]))
+        return self.env.step(action)
+
+
+def _recording_env(config):
+    return MaskedFlatObservation(_RecordValidity(gym.make(config["env_id"], **config["env_kwargs"])))
+
+
+def _home_entries() -> set[Path]:
+    return {p for folder in HOME_FOLDERS if folder.is_dir() for p in folder.iterdir()} | {f for f in HOME_FOLDERS if f.exists()}
+
+
+def test_one_iteration_never_takes_a_masked_action(tmp_path):
+    """One PPO iteration on the toy world, where most actions are masked at every step, takes only valid actions."""
+    from ray.tune.registry import register_env
+
+    plan = rllib_training.plan_run(None, TOY, 0, {"train_batch_size": 128, "minibatch_size": 64, "num_epochs": 2}, 1)
+    ray_backend.connect(num_cpus=1, extra="rllib")
+    try:
+        register_env(rllib_training.ENV_NAME, _recording_env)
+        algo = RunFolderPPO(config=rllib_training.build_config(plan), run_dir=tmp_path)
+        try:
+            result = algo.train()
+        finally:
+            algo.stop()
+    finally:
+        ray_backend.disconnect()
+    assert result["num_env_steps_sampled_lifetime"] >= 128
+    assert len(ACTIONS_TAKEN) >= 128 and all(ACTIONS_TAKEN), f"{ACTIONS_TAKEN.count(False)} masked actions taken"
+    env = gym.make(TOY)
+    env.reset(seed=0)
+    assert env.unwrapped.action_masks().mean() < 0.5  # the check has teeth: a random action is usually masked
+
+
+@pytest.fixture(scope="module")
+def rllib_run(tmp_path_factory):
+    """A toy run through train.py, with two evaluations and two checkpoints."""
+    log_dir = tmp_path_factory.mktemp("runs")
+    before = _home_entries()
+    args = ["--algo", "rllib_ppo", "--env", TOY, "--n-timesteps", "128", "--eval-freq", "64", "--eval-episodes", "1", "--checkpoint-freq", "64"]
+    assert train.main([*args, "--hyperparams", "train_batch_size=64", "--log-dir", str(log_dir), "--run-name", "rl", "--verbose", "0"]) == 0
+    assert _home_entries() == before  # nothing new in ~/ray_results or ~/.ray
+    return log_dir / "rl"
+
+
+def test_run_folder_has_the_sb3_layout(rllib_run):
+    """The run writes config, args, command, final and best models, checkpoints, evaluations, references and the curve."""
+    for name in ("config.yml", "args.yml", "command.txt", "evaluations.csv", "reference_returns.csv", "learning_curve.png"):
+        assert (rllib_run / name).is_file(), name
+    for folder in ("model", "best_model", "checkpoints/model_64_steps", "checkpoints/model_128_steps", "tensorboard"):
+        assert (rllib_run / folder).is_dir(), folder
+    config = yaml.safe_load((rllib_run / "config.yml").read_text())
+    assert config["train_batch_size"] == 64 and config["n_timesteps"] == 128
+    with open(rllib_run / "evaluations.csv") as f:
+        assert [int(r["timesteps"]) for r in csv.DictReader(f)] == [64, 128]
+
+
+def test_trained_agent_finishes_an_episode_with_valid_actions(rllib_run):
+    """load_agent reads an RLlib checkpoint folder; the policy plays a whole episode, every action valid under its mask."""
+    policy = load_agent(rllib_run / "best_model")
+    assert isinstance(policy, RLlibAgentPolicy) and policy.name == "best_model"
+    env = gym.make(TOY)
+    obs, info = env.reset(seed=1000)
+    policy.reset(env)
+    for _ in range(10_000):
+        action = policy.act(obs, info)
+        assert info["action_mask"][action]
+        obs, _, terminated, truncated, info = env.step(action)
+        if terminated or truncated:
+            break
+    assert terminated or truncated
+    assert info["episode_metrics"]["invalid_actions"] == 0
+    assert play_episode(env, policy, 1000)[0] == pytest.approx(play_episode(env, policy, 1000)[0])  # greedy: repeatable
+
+
+def test_agent_refuses_another_observation_space(rllib_run):
+    """An RLlib agent trained with 8 queue slots refuses an env with 4, naming both layouts."""
+    policy = load_agent(rllib_run / "model")
+    with pytest.raises(ObservationSpaceMismatch, match="queue_slots"):
+        policy.reset(gym.make(TOY, queue_slots=4))
+
+
+def test_evaluate_compares_the_rllib_agent(rllib_run, tmp_path, capsys):
+    """evaluate.py takes the checkpoint folder as a policy and pairs its returns against the scripted ones."""
+    argv = ["--env", TOY, "--policies", "bace-pipe", str(rllib_run / "best_model"), "--seeds", "2", "--workers", "1", "--out", str(tmp_path), "--no-plots"]
+    assert evaluate.main(argv) == 0
+    assert "paired return difference, best_model − policy" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--hyperparams", "no_such_key=1"], "no_such_key"),
+        (["--hyperparams", "num_env_runners=-1"], "num_env_runners"),
+        (["--hyperparams", "fcnet_activation=sigmoid"], "fcnet_activation"),
+        (["--seed", "999", "--hyperparams", "num_env_runners=2"], "held out"),
+        (["--resume", "."], "--resume"),
+    ],
+)
+def test_bad_input_exits_2_before_writing(args, message, tmp_path, capsys):
+    """Bad hyperparameters, training seeds that reach 1000, or --resume stop with exit code 2 and one line."""
+    with pytest.raises(SystemExit) as exit_info:
+        train.main(["--algo", "rllib_ppo", "--env", TOY, *args, "--log-dir", str(tmp_path)])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+    assert not any(tmp_path.iterdir())
+
+
+def test_ray_address_needs_rllib(tmp_path, capsys):
+    """--ray-address with an SB3 algorithm is refused."""
+    with pytest.raises(SystemExit):
+        train.main(["--env", TOY, "--ray-address", "127.0.0.1:6379", "--log-dir", str(tmp_path)])
+    assert "--ray-address needs --algo rllib_ppo" in capsys.readouterr().err
+
+
+def test_masked_layout_matches_the_env():
+    """The wrapper's observations lie in its space: the mask as float32 and the boxes flattened."""
+    env = MaskedFlatObservation(gym.make(TOY))
+    obs, info = env.reset(seed=0)
+    assert env.observation_space.contains(obs)
+    np.testing.assert_array_equal(obs["action_mask"], info["action_mask"].astype(np.float32))
