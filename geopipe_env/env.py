@@ -57,8 +57,9 @@ import numpy as np
 
 from geopipe_env.generator import World, sample_world
 from geopipe_env.loader import builtin_names, load_builtin, load_scenario
+from geopipe_env.physics import kernels
 from geopipe_env.observation import ObservationEncoder, observation_space
-from geopipe_env.placement import STRATEGY_NAMES, CandidateInfo, PlacementContext, candidate_row, strategy_names
+from geopipe_env.placement import ALL_STRATEGIES, STRATEGY_NAMES, CandidateInfo, PlacementContext, candidate_row, strategy_names
 from geopipe_env.scenario import Scenario
 from geopipe_env.simulator import ClusterSim, JobStatus
 from geopipe_env.units import BYTES_PER_TB, SECONDS_PER_HOUR, WATTS_PER_KW
@@ -91,6 +92,7 @@ class GeoPipeEnv(gym.Env):
         timing: str = "analytic",
         strategies: tuple[str, ...] | list[str] | None = None,
     ) -> None:
+        kernels.warm_up()  # load the compiled decision path now, not inside the first episode
         self.scenario = resolve_scenario(scenario)
         if self.scenario.num_regions > max_regions:
             raise ValueError(f"scenario has {self.scenario.num_regions} regions; max_regions is {max_regions}")
@@ -110,6 +112,9 @@ class GeoPipeEnv(gym.Env):
         if unknown or not self.strategies:
             raise ValueError(f"strategies must be a non-empty list from {', '.join(known)}; got {unknown or 'none'}")
         self.num_strategies = len(self.strategies)
+        # The built-in strategies' feasibility does not depend on prices, so hour ticks with no launch possible
+        # before them hold none after them either; a registered strategy might, so it sees every tick.
+        self._skip_quiet_hours = all(name in ALL_STRATEGIES for name in self.strategies)
         self.wait_action = queue_slots * self.num_strategies
         self.action_space = gym.spaces.Discrete(self.wait_action + 1)
         self.observation_space = observation_space(max_regions, queue_slots, self.num_strategies)
@@ -208,6 +213,10 @@ class GeoPipeEnv(gym.Env):
                 return
             if self.sim.waiting and self._compute_candidates():
                 return
+            # No launch is possible now, and hour ticks change only prices and carbon, which decide no
+            # candidate's feasibility: the ticks before the next arrival or completion hold no decision.
+            if self._skip_quiet_hours:
+                self.sim.advance_quiet_hours(self.scenario.horizon_s)
             if not self._next_event_or_truncate():
                 return
 

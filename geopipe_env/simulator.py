@@ -18,7 +18,7 @@ import numpy as np
 
 from geopipe_env.engine import Event, EventKind, EventQueue
 from geopipe_env.generator import Job, World
-from geopipe_env.physics import pipeline, schedule
+from geopipe_env.physics import kernels, pipeline, schedule
 from geopipe_env.physics.energy import energy_kwh, gpu_power_w
 from geopipe_env.physics.network import is_stalled, max_min_fair
 from geopipe_env import units
@@ -239,8 +239,9 @@ class ClusterSim:
             not r.price_usd_per_kwh.is_constant or (r.carbon_g_per_kwh is not None and not r.carbon_g_per_kwh.is_constant)
             for r in sc.regions
         )
-        if self._time_varying:
-            self._events.push(SECONDS_PER_HOUR, Event(EventKind.HOUR_TICK))
+        # The next hour tick: kept beside the heap (there is at most one), so that the next arrival or completion
+        # is the heap's top and a run of quiet hours can be taken at once (advance_quiet_hours).
+        self._tick_s = SECONDS_PER_HOUR if self._time_varying else float("inf")
         self.capacity_gbps = self._capacity_at(0.0)
         self._capacity_version = 0  # bumps when background traffic changes capacities
         # (job profile, placement, capacity version) → stage arrays, demand and timing (read-only): timing is
@@ -267,24 +268,26 @@ class ClusterSim:
         return len(self.running) == 0 and len(self.waiting) == 0 and self._pending == 0
 
     def next_event_s(self) -> float:
-        return self._events.peek()
+        return min(self._events.peek(), self._tick_s)
+
+    def _billed_power(self) -> tuple[np.ndarray, float]:
+        """(R,) billed power per region in kW, and its sum in W (constant between events)."""
+        if self.world.scenario.bill_idle_capacity:
+            power = self.region_power_w + self.free_gpus * self._idle_power_w
+            return power / WATTS_PER_KW, float(power.sum())
+        return self._region_kw
 
     def advance_to(self, t_s: float) -> None:
         """Integrate progress, energy, cost and carbon from ``now`` to ``t_s`` (no event may lie between)."""
         dt = t_s - self.now_s
         if dt <= 0.0:
             return
-        w = self.world
         wan_bytes = self.wan_bytes
         for rj in self.running.values():
             rj.remaining_iters -= dt / rj.iteration_s
             wan_bytes += rj.wan_bytes_per_s * dt
         self.wan_bytes = wan_bytes
-        if w.scenario.bill_idle_capacity:
-            power = self.region_power_w + self.free_gpus * self._idle_power_w
-            kw, total_w = power / WATTS_PER_KW, float(power.sum())
-        else:
-            kw, total_w = self._region_kw
+        kw, total_w = self._billed_power()
         self.energy_kwh += energy_kwh(total_w, dt)
         # ∫price and ∫carbon over [now, t] as differences of running integrals, as HourlyIntegral.integral does.
         price_then, carbon_then = self._cumulative_at(self.now_s)
@@ -308,8 +311,9 @@ class ClusterSim:
         return self._cumulative[1], self._cumulative[2]
 
     def step_event(self) -> bool:
-        """Advance to the next event and process every event at that instant. False if none is left."""
-        t = self._events.peek()
+        """Advance to the next event and process every event at that instant (the hour tick last, as its kind's
+        priority says). False if none is left."""
+        t = self.next_event_s()
         if t == float("inf"):
             return False
         self.advance_to(t)
@@ -317,9 +321,39 @@ class ClusterSim:
         while self._events.peek() == t:
             _, ev = self._events.pop()
             changed |= self._handle(ev)
+        if self._tick_s == t:
+            changed |= self._hour_tick()
         if changed:
             self._recompute_rates()
         return True
+
+    def advance_quiet_hours(self, limit_s: float) -> None:
+        """Process, as :meth:`step_event` would one by one, every hour tick before the next arrival or completion
+        and at or before ``limit_s``, when the caller knows that nothing it decides depends on prices or carbon
+        until then. Does nothing with background traffic, whose hourly capacities change the rates."""
+        if self.world.scenario.network.background is not None or self._tick_s >= self._events.peek():
+            return
+        if self._tick_s > limit_s:
+            return
+        w = self.world
+        jobs = list(self.running.values())
+        remaining = np.array([rj.remaining_iters for rj in jobs])
+        iteration = np.array([rj.iteration_s for rj in jobs])
+        wan_rate = np.array([rj.wan_bytes_per_s for rj in jobs])
+        kw, total_w = self._billed_power()
+        totals = np.array(
+            [self.energy_kwh, self.cost_usd, self.carbon_kg, self.wan_bytes, self.gpu_seconds, self.job_seconds]
+        )
+        self.now_s, self._tick_s = kernels.advance_hours(
+            self.now_s, self._tick_s, self._events.peek(), limit_s, remaining, iteration, wan_rate,
+            np.ascontiguousarray(kw, dtype=float), total_w, w.price.prefix_h, w.price.values, w.carbon.prefix_h,
+            w.carbon.values, self._has_carbon, self._allocated_gpus, len(self.waiting) + len(self.running), totals,
+        )
+        for rj, left in zip(jobs, remaining.tolist()):
+            rj.remaining_iters = left
+        self.energy_kwh, self.cost_usd, self.carbon_kg, self.wan_bytes, self.gpu_seconds, self.job_seconds = (
+            totals.tolist()
+        )
 
     def _handle(self, ev: Event) -> bool:
         """Apply one event; True if link rates need recomputing."""
@@ -334,8 +368,12 @@ class ClusterSim:
                 return False  # superseded by a later rate change
             self._finish(rj)
             return True
-        # Hour tick: prices change (read lazily from the series); background traffic changes capacities.
-        self._events.push(self.now_s + SECONDS_PER_HOUR, Event(EventKind.HOUR_TICK))
+        raise ValueError(f"unexpected event {ev!r}: hour ticks are not kept in the heap")
+
+    def _hour_tick(self) -> bool:
+        """Prices change (read lazily from the series); background traffic changes capacities. True if link
+        rates need recomputing."""
+        self._tick_s = self.now_s + SECONDS_PER_HOUR
         if self.world.scenario.network.background is not None:
             self.capacity_gbps = self._capacity_at(self.now_s)
             self._capacity_version += 1
