@@ -55,7 +55,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from geopipe_env.candidate_table import CandidateTable, compiled_strategies
 from geopipe_env.generator import World, sample_world
+from geopipe_env.layout_table import LayoutTable
 from geopipe_env.loader import builtin_names, load_builtin, load_scenario
 from geopipe_env.physics import kernels
 from geopipe_env.observation import ObservationEncoder, observation_space
@@ -115,6 +117,12 @@ class GeoPipeEnv(gym.Env):
         # The built-in strategies' feasibility does not depend on prices, so hour ticks with no launch possible
         # before them hold none after them either; a registered strategy might, so it sees every tick.
         self._skip_quiet_hours = all(name in ALL_STRATEGIES for name in self.strategies)
+        # The built-in strategies' table runs compiled (candidate_kernels) with analytic timing and fixed line
+        # rates; other settings use the Python table (placement.candidate_row), the reference.
+        codes = compiled_strategies(self.strategies)
+        self._codes = codes if timing == "analytic" and self.scenario.network.background is None else None
+        self._table: CandidateTable | None = None
+        self._layout_table: tuple[tuple, LayoutTable] = ((), LayoutTable())  # (world physics key, its layouts)
         self.wait_action = queue_slots * self.num_strategies
         self.action_space = gym.spaces.Discrete(self.wait_action + 1)
         self.observation_space = observation_space(max_regions, queue_slots, self.num_strategies)
@@ -130,6 +138,11 @@ class GeoPipeEnv(gym.Env):
         if self._layouts[0] != self.world.physics_key:
             self._layouts = (self.world.physics_key, {})
         self.sim = ClusterSim(self.world, exact_timing=self.timing == "exact", layout_cache=self._layouts[1])
+        if self._codes is not None:
+            if self._layout_table[0] != self.world.physics_key:
+                self._layout_table[1].clear()
+                self._layout_table = (self.world.physics_key, self._layout_table[1])
+            self._table = CandidateTable(self.sim, self._layout_table[1], self._codes, self.queue_slots)
         jobs = self.world.jobs
         self.t_ref_s = float(np.mean([j.isolated_duration_s for j in jobs]))
         iso_energy_kwh = float(
@@ -144,7 +157,7 @@ class GeoPipeEnv(gym.Env):
         self.invalid_actions = 0
         self.decisions = 0
         self.terminated = self.truncated = False
-        self._cands: list[list[CandidateInfo | None]] = []
+        self._cands: list[list[CandidateInfo | None]] | CandidateTable = []  # the table at the current decision
         self._mask = np.zeros(self.action_space.n, dtype=bool)
         self._advance_until_decision()
         return self._observe(), self._info()
@@ -161,7 +174,7 @@ class GeoPipeEnv(gym.Env):
         self.decisions += 1
         if 0 <= a < self.wait_action and self._mask[a]:
             slot, k = divmod(a, self.num_strategies)
-            sim.launch(sim.waiting[slot], self._cands[slot][k].placement)
+            sim.launch(sim.waiting[slot], self.candidate(slot, k).placement)
             self._advance_until_decision()
         else:
             if a != self.wait_action or not self._mask[a]:
@@ -227,6 +240,13 @@ class GeoPipeEnv(gym.Env):
     def _compute_candidates(self) -> bool:
         """Fill the candidate table and mask for the visible queue; True if any launch is possible."""
         sim = self.sim
+        if self._table is not None:
+            rows = self._table.compute(sim.waiting[: self.queue_slots])
+            mask = np.zeros(self.action_space.n, dtype=bool)
+            mask[self.wait_action] = True
+            mask[: rows.size] = rows.reshape(-1) >= 0
+            self._cands, self._mask = self._table, mask
+            return bool(mask[: self.wait_action].any())
         visible = [self.world.jobs[jid] for jid in sim.waiting[: self.queue_slots]]
         ctx = PlacementContext(sim)
         mask = np.zeros(self.action_space.n, dtype=bool)
@@ -261,6 +281,8 @@ class GeoPipeEnv(gym.Env):
 
     def candidate(self, slot: int, strategy: int) -> CandidateInfo | None:
         """The candidate behind action ``slot·K + strategy`` at the current decision (None if masked)."""
+        if isinstance(self._cands, CandidateTable):
+            return self._cands.info(slot, strategy)
         if slot >= len(self._cands):
             return None
         return self._cands[slot][strategy]

@@ -16,6 +16,7 @@ import math
 import numpy as np
 from gymnasium import spaces
 
+from geopipe_env.candidate_table import CandidateTable
 from geopipe_env.generator import World
 from geopipe_env.placement import CandidateInfo
 from geopipe_env.simulator import ClusterSim
@@ -118,13 +119,18 @@ class ObservationEncoder:
             (_normalise_prices(price), _normalise_prices(forecast), world.carbon.values / self.carbon_scale), axis=-1
         ).transpose(1, 0, 2).astype(np.float32)
         self._last_hour = price.shape[1] - 1
+        self._can_start = np.zeros(queue_slots)  # (Q,) written by the compiled table
         self._capacity: tuple = (None, None)  # (the simulator's capacity array, it with zeros replaced by 1)
 
     def _tables(self, flat: np.ndarray) -> list[np.ndarray]:
         """Views of a flat observation as its tables (regions, links, queue, candidates, global)."""
         return [flat[part].reshape(shape) for part, shape in zip(self._slices, self._shapes)]
 
-    def encode(self, sim: ClusterSim, queue: list[int], cands: list[list[CandidateInfo | None]]) -> dict[str, np.ndarray]:
+    def encode(
+        self, sim: ClusterSim, queue: list[int], cands: list[list[CandidateInfo | None]] | CandidateTable
+    ) -> dict[str, np.ndarray]:
+        """The observation of ``sim`` with ``queue`` visible and the candidates ``cands``: per visible slot a row of
+        ``CandidateInfo`` (None where masked; no rows once the episode ended), or the compiled table."""
         w = self.world
         n = w.num_regions
         now = sim.now_s
@@ -144,9 +150,10 @@ class ObservationEncoder:
         c_index: list[int] = []  # candidate rows present
         c_values: list[float] = []  # their features, flattened
         wan_scale = max(n - 1, 1)
+        compiled = isinstance(cands, CandidateTable)
         for slot, jid in enumerate(queue[: self.queue_slots]):
             job = w.jobs[jid]
-            row_cands = cands[slot] if slot < len(cands) else ()  # no candidates once the episode ended
+            row_cands = () if compiled or slot >= len(cands) else cands[slot]  # none once the episode ended
             q_values += (
                 1.0,
                 job.num_gpus / self.total_gpus,
@@ -176,6 +183,10 @@ class ObservationEncoder:
                 c_values += row
         if q_values:
             q.reshape(-1)[: len(q_values)] = q_values
+        if compiled:
+            can_start = self._can_start
+            cands.write_features(c, can_start, self.t_ref_s, self.c_ref_usd, wan_scale, self.carbon_ref_kg)
+            q[: cands.num_slots, QUEUE_FEATURES.index("can_start")] = can_start[: cands.num_slots]
         if c_values:
             c[c_index] = np.array(c_values).reshape(len(c_index), -1)
         hour = (w.start_hour + now / SECONDS_PER_HOUR) % 24.0

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import copy
+import math
+import pickle
 
 import gymnasium as gym
 import numpy as np
 import pytest
 
 import geopipe_env  # noqa: F401
-from geopipe_env.physics import kernels
+from geopipe_env.layout_table import LayoutTable
+from geopipe_env.physics import kernels, pipeline
 from geopipe_env.physics.energy import HourlyIntegral
 
 REL = 1e-12
@@ -68,3 +71,74 @@ def test_advance_quiet_hours_stops_at_the_limit():
     limit = sim._tick_s + 1.5 * 3600.0
     sim.advance_quiet_hours(limit)
     assert sim.now_s <= limit < sim._tick_s
+
+
+def test_weighted_integral_equals_hourly_integral():
+    """Σ weights · ∫ series over any interval equals HourlyIntegral.weighted_integral, value for value."""
+    rng = np.random.default_rng(1)
+    series = HourlyIntegral(rng.normal(size=(6, 48)))
+    for _ in range(200):
+        rows = rng.choice(6, size=int(rng.integers(1, 7)), replace=False)
+        weights = rng.uniform(0.0, 5.0, rows.size)
+        t0 = float(rng.uniform(-100.0, 50 * 3600.0))
+        t1 = t0 + float(rng.uniform(0.0, 60 * 3600.0))
+        want = series.weighted_integral(tuple(rows.tolist()), tuple(weights.tolist()), t0, t1)
+        got = kernels.weighted_integral(series.prefix_h, series.values, rows, weights, rows.size, t0, t1)
+        assert got == want
+
+
+def test_uniform_total_equals_the_python_closed_form():
+    """The compiled closed form is pipeline._uniform_total_s on floats, bit for bit, cadence floor included."""
+    rng = np.random.default_rng(2)
+    for _ in range(500):
+        f, x, lat = rng.uniform(0.001, 1.0), rng.uniform(0.0, 1.0), rng.uniform(0.0, 0.1)
+        s, m = float(rng.integers(1, 65)), int(rng.integers(1, 129))
+        cadence = float(rng.choice([0.0, rng.uniform(0.0, 3.0)]))
+        want = pipeline._uniform_total_s(f, s, x, lat, m, pipeline.ONE_F_ONE_B, cadence, max, math.floor, math.ceil)
+        assert kernels.uniform_total_s(f, s, x, lat, m, cadence) == want
+
+
+@pytest.mark.parametrize("schedule", pipeline.SCHEDULES)
+def test_layout_table_timing_equals_iteration_model(schedule):
+    """A layout table's compiled evaluation of an IterationModel's parts equals IterationModel.total_s at any
+    cadence floor, bit for bit, for every kind of model (GPipe, closed form, one micro-batch, path family)."""
+    from test_timing_model import random_layout
+
+    rng = np.random.default_rng(3)
+    table = LayoutTable()
+    kinds = set()
+    for _ in range(200):
+        forward, backward, transfer, latency, m = random_layout(rng)
+        model = pipeline.IterationModel(forward, backward, transfer, latency, m, schedule)
+        parts = model.parts()
+        kinds.add(parts.kind)
+        lay = table.store(parts, profile=0, regions=np.arange(1), stages=np.arange(1) + len(kinds), extra=(0.0, 0.0, 0.0))
+        for cadence in (0.0, *rng.uniform(0.0, 3.0, 3)):
+            got = kernels.iteration_total_s(table.layout_f, table.layout_i, table.arrays, lay, cadence)
+            assert got == model.total_s(cadence)
+    assert kinds == ({pipeline.MODEL_GPIPE} if schedule == pipeline.GPIPE else {1, 2, 3})
+
+
+def test_find_layout_walks_past_hash_collisions():
+    """A placement whose hash key another placement holds is stored at the next key and found there, as
+    itself; the placement at the key is not mistaken for it."""
+    table = LayoutTable()
+    parts = pipeline.IterationModel(np.ones(2), 2 * np.ones(2), np.ones(1), np.zeros(1), 4).parts()
+    a_regions, a_stages = np.array([0, 1]), np.array([1, 1])
+    key_a = kernels.layout_key(0, a_regions, a_stages, 2)
+    # Another placement sits at a's key, as if its hash had collided with a's.
+    other = table.store(parts, 0, np.array([1, 0]), np.array([1, 1]), (0.0, 0.0, 0.0), key=key_a)
+    assert kernels.find_layout(table.index, table.layout_i, table.places, 0, a_regions, a_stages, 2) == (-1, key_a + 1)
+    a = table.store(parts, 0, a_regions, a_stages, (0.0, 0.0, 0.0))
+    assert table.index[key_a] == other and table.index[key_a + 1] == a != other
+    assert kernels.find_layout(table.index, table.layout_i, table.places, 0, a_regions, a_stages, 2) == (a, key_a + 1)
+    assert kernels.find_layout(table.index, table.layout_i, table.places, 1, a_regions, a_stages, 2)[0] == -1
+
+
+def test_layout_table_pickles_empty():
+    """The table is a cache: a pickled copy starts empty and works."""
+    table = LayoutTable()
+    parts = pipeline.IterationModel(np.ones(1), 2 * np.ones(1), np.zeros(0), np.zeros(0), 4).parts()
+    table.store(parts, 0, np.array([0]), np.array([1]), (0.0, 0.0, 0.0))
+    clone = pickle.loads(pickle.dumps(table))
+    assert table.num_layouts == 1 and clone.num_layouts == 0 and len(clone.index) == 0

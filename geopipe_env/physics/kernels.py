@@ -94,6 +94,130 @@ def advance_hours(
     return now_s, tick_s
 
 
+# A layout table (geopipe_env.layout_table.LayoutTable) holds per layout a row of floats, a row of ints, its
+# placement in a flat int array and its 1F1B path arrays in a flat float array; the columns, by name:
+(LF_BASE, LF_MAX_X, LF_MAX_F, LF_MAX_B, LF_UNI_F, LF_UNI_S, LF_UNI_X, LF_UNI_LAT, LF_LAST_STAGE, LF_OTHER,
+ LF_ALLREDUCE, LF_DEMAND, LF_WAN_BYTES) = range(13)
+NUM_LAYOUT_FLOATS = 13
+# LI_ARRAYS: where the path arrays start in the float array; tail_s, tail_rest (A each), loops_only_s (n+1), then
+# segments_s, pre, pre_loop_s, post_s (B each). LI_PATH: where regions, then stages (LI_HOPS + 1 each) start.
+LI_KIND, LI_M, LI_PROFILE, LI_PATH, LI_HOPS, LI_ARRAYS, LI_TAILS, LI_SEGMENTS = range(8)
+NUM_LAYOUT_INTS = 8
+MODEL_GPIPE, MODEL_UNIFORM, MODEL_ROUND_TRIP, MODEL_PATHS = range(4)  # as geopipe_env.physics.pipeline
+BACKWARD_TO_FORWARD = 2.0  # as geopipe_env.physics.pipeline
+STALL_TOLERANCE = 1e-9  # as geopipe_env.physics.network.is_stalled
+_FNV_OFFSET = np.uint64(14695981039346656037)
+_FNV_PRIME = np.uint64(1099511628211)
+
+
+@njit(cache=True)
+def uniform_total_s(f: float, s: float, hop_transfer_s: float, hop_latency_s: float, m: int, min_cadence_s: float) -> float:
+    """1F1B iteration time of ``s`` identical stages and hops: ``pipeline._uniform_total_s`` on floats (the
+    closed form of ``pipeline.uniform_iteration_time_s``), operation for operation."""
+    b = BACKWARD_TO_FORWARD * f
+    several = 1.0 if s > 1 else 0.0
+    x = max(hop_transfer_s * several, min_cadence_s)
+    y = (hop_transfer_s + hop_latency_s) * several
+    n = m - 1
+    t = f + b
+    step = max(t, x)
+    loops = n * (t + 2.0 * y) - 2.0 * y * np.ceil(n / s)
+    full = np.floor(n / s)
+    mixed = full * (s * t + 2.0 * (s - 1.0) * y) + (n - full * s) * step
+    extra = max(max(loops, mixed), n * step)
+    return s * t + 2.0 * (s - 1.0) * y + extra
+
+
+@njit(cache=True)
+def iteration_total_s(layout_f: np.ndarray, layout_i: np.ndarray, arrays: np.ndarray, lay: int, min_cadence_s: float) -> float:
+    """``pipeline.IterationModel.total_s(min_cadence_s)`` of layout ``lay`` of a layout table, from the parts
+    ``IterationModel.parts`` gave it (the longest 1F1B path of ``pipeline._longest_s`` for MODEL_PATHS)."""
+    kind = layout_i[lay, LI_KIND]
+    m = layout_i[lay, LI_M]
+    max_x = max(layout_f[lay, LF_MAX_X], min_cadence_s)
+    base = layout_f[lay, LF_BASE]
+    if kind == MODEL_GPIPE:
+        cadence = max(layout_f[lay, LF_MAX_F], max_x) + max(layout_f[lay, LF_MAX_B], max_x)
+        return base + (m - 1) * cadence
+    if kind == MODEL_UNIFORM:
+        return uniform_total_s(
+            layout_f[lay, LF_UNI_F], layout_f[lay, LF_UNI_S], layout_f[lay, LF_UNI_X], layout_f[lay, LF_UNI_LAT], m,
+            min_cadence_s,
+        )
+    if kind == MODEL_ROUND_TRIP:
+        return base
+    step = max(layout_f[lay, LF_LAST_STAGE], max_x)
+    start = layout_i[lay, LI_ARRAYS]
+    num_tails = layout_i[lay, LI_TAILS]
+    loops_at = start + 2 * num_tails
+    longest = -np.inf
+    for a in range(num_tails):
+        rest = int(arrays[start + num_tails + a])
+        fill = max(arrays[loops_at + rest], rest * step)
+        longest = max(longest, arrays[start + a] + fill)
+    num_segments = layout_i[lay, LI_SEGMENTS]
+    if num_segments:
+        seg = loops_at + m  # after the n + 1 = m loop fills
+        for b in range(num_segments):
+            pre_s = max(arrays[seg + num_segments + b] * step, arrays[seg + 2 * num_segments + b])
+            longest = max(longest, arrays[seg + b] + pre_s + arrays[seg + 3 * num_segments + b])
+    return base + max(longest, layout_f[lay, LF_OTHER])
+
+
+@njit(cache=True)
+def layout_key(profile: int, regions: np.ndarray, stages: np.ndarray, length: int) -> int:
+    """A 64-bit hash (FNV-1a) of a job profile's placement: where the layout table first looks for it."""
+    h = _FNV_OFFSET
+    h = (h ^ np.uint64(profile)) * _FNV_PRIME
+    for i in range(length):
+        h = (h ^ np.uint64(regions[i])) * _FNV_PRIME
+        h = (h ^ np.uint64(stages[i] + 65536)) * _FNV_PRIME
+    return np.int64(h)
+
+
+@njit(cache=True)
+def find_layout(index, layout_i: np.ndarray, places: np.ndarray, profile: int, regions: np.ndarray, stages: np.ndarray,
+                length: int) -> tuple[int, int]:
+    """``(layout id, key)`` of a profile's placement in a layout table, or ``(-1, the key to insert it at)``.
+
+    ``index`` maps keys to layout ids; a key taken by another placement (a hash collision) sends the search on
+    to the next key, so every id found is checked against the placement it holds."""
+    key = layout_key(profile, regions, stages, length)
+    while key in index:
+        lay = index[key]
+        at = layout_i[lay, LI_PATH]
+        same = layout_i[lay, LI_PROFILE] == profile and layout_i[lay, LI_HOPS] + 1 == length
+        i = 0
+        while same and i < length:
+            same = places[at + i] == regions[i] and places[at + length + i] == stages[i]
+            i += 1
+        if same:
+            return lay, key
+        key += 1
+    return -1, key
+
+
+@njit(cache=True)
+def weighted_integral(prefix_h: np.ndarray, values: np.ndarray, rows: np.ndarray, weights: np.ndarray, length: int,
+                      t0_s: float, t1_s: float) -> float:
+    """``Σ_i weights[i] · ∫_{t0}^{t1} series[rows[i]] dt`` over the first ``length`` rows, as
+    ``energy.HourlyIntegral.weighted_integral`` computes it."""
+    last = values.shape[1] - 1
+    t0_h = max(t0_s, 0.0) / SECONDS_PER_HOUR
+    t1_h = max(t1_s, 0.0) / SECONDS_PER_HOUR
+    h0 = min(int(t0_h), last)
+    h1 = min(int(t1_h), last)
+    into0 = t0_h - h0
+    into1 = t1_h - h1
+    total = 0.0
+    for i in range(length):
+        r = rows[i]
+        start = prefix_h[r, h0] + values[r, h0] * into0
+        end = prefix_h[r, h1] + values[r, h1] * into1
+        total += weights[i] * (end - start)
+    return total
+
+
 def warm_up() -> None:
     """Call every kernel once on tiny inputs, so that loading them from numba's disk cache (or compiling them, the
     first time on a machine) happens here and not inside the first episode. Idempotent and cheap once done."""

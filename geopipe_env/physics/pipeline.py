@@ -425,6 +425,31 @@ def iteration_time(
     return IterationTime(total_s=total, compute_s=busy, comm_s=fill, bubble_s=max(total - busy - fill, 0.0))
 
 
+# How an IterationModel evaluates (ModelParts.kind).
+MODEL_GPIPE, MODEL_UNIFORM, MODEL_ROUND_TRIP, MODEL_PATHS = range(4)
+
+
+class ModelParts(NamedTuple):
+    """An :class:`IterationModel` taken apart (see :meth:`IterationModel.parts`)."""
+
+    kind: int  # MODEL_GPIPE, MODEL_UNIFORM (1F1B closed form), MODEL_ROUND_TRIP (1F1B, M = 1) or MODEL_PATHS
+    num_microbatches: int
+    base_s: float  # one micro-batch's round trip, Σ(f+b) + 2Σ(x+l)
+    max_x: float  # the slowest hop's transfer time
+    max_f: float  # GPipe only
+    max_b: float  # GPipe only
+    uniform: tuple[float, float, float, float]  # (f, S, x, l) of identical stages and hops (MODEL_UNIFORM)
+    last_stage_s: float  # the rest: the fixed parts of the 1F1B path family (MODEL_PATHS), see _FixedPaths
+    other_s: float
+    tail_s: np.ndarray
+    tail_rest: np.ndarray
+    loops_only_s: np.ndarray
+    segments_s: np.ndarray
+    pre: np.ndarray
+    pre_loop_s: np.ndarray
+    post_s: np.ndarray
+
+
 class IterationModel:
     """:func:`iteration_time`'s ``total_s`` for one stage/hop layout, as a cheap function of ``min_cadence_s``.
 
@@ -470,6 +495,39 @@ class IterationModel:
                 self._uniform = (f, float(forward_s.shape[0]), x, lat)
             else:
                 self._paths = _fixed_paths(forward_s, backward_s, stage_s, hop_transfer_s, hop_latency_s, n)
+
+    def parts(self) -> ModelParts:
+        """What :meth:`total_s` reads, as plain values and arrays: the input of the compiled evaluation
+        (:func:`geopipe_env.physics.kernels.iteration_total_s`)."""
+        if self._schedule == GPIPE:
+            kind = MODEL_GPIPE
+        elif self._uniform is not None:
+            kind = MODEL_UNIFORM
+        elif self._paths is None:
+            kind = MODEL_ROUND_TRIP
+        else:
+            kind = MODEL_PATHS
+        uniform = self._uniform or (0.0, 0.0, 0.0, 0.0)
+        paths = self._paths
+        empty = np.zeros(0)
+        return ModelParts(
+            kind=kind,
+            num_microbatches=self._m,
+            base_s=self._base_s,
+            max_x=self._max_x,
+            max_f=self._max_f,
+            max_b=self._max_b,
+            uniform=uniform,
+            last_stage_s=paths.last_stage_s if paths else 0.0,
+            other_s=paths.other_s if paths else 0.0,
+            tail_s=paths.tail_s if paths else empty,
+            tail_rest=paths.tables.tail_rest if paths else np.zeros(0, dtype=int),
+            loops_only_s=paths.loops_only_s if paths else empty,
+            segments_s=paths.segments_s if paths else empty,
+            pre=paths.tables.pre if paths else empty,
+            pre_loop_s=paths.pre_loop_s if paths else empty,
+            post_s=paths.post_s if paths else empty,
+        )
 
     def total_s(self, min_cadence_s: float = 0.0) -> float:
         """``iteration_time(..., min_cadence_s).total_s`` for this layout."""
