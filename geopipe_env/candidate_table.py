@@ -51,7 +51,6 @@ class CandidateTable:
         self.job_profile = np.array(job_profile, dtype=np.int64)  # (J,)
         self.job_iterations = np.array([j.iterations for j in jobs], dtype=np.int64)  # (J,)
         self.job_run_s = np.array([j.isolated_duration_s for j in jobs])  # (J,)
-        self.job_isolated_iteration_s = np.array([j.isolated_iteration_s for j in jobs])  # (J,)
         self.profile_forward = np.array([j.forward_s for j in first])  # (P, R)
         self.profile_fits = np.array([j.fits for j in first])  # (P, R)
         self.profile_wan_bytes = np.array([j.wan_message_bytes for j in first])  # (P,)
@@ -70,13 +69,13 @@ class CandidateTable:
         self.candidate_length = np.zeros(queue_slots * pool, dtype=np.int64)  # (C,)
         self._misses = np.zeros((queue_slots * pool, 2 * num_regions + 2), dtype=np.int64)  # (X, 2R + 2)
         self.num_slots = 0  # visible jobs at the last decision
-        self._ids = np.zeros(0, dtype=np.int64)  # their job ids
+        self.visible_ids = np.zeros(0, dtype=np.int64)  # their job ids
 
     def compute(self, visible: Sequence[int]) -> np.ndarray:
         """Fill the table for the visible job ids; (Q, K) the candidate behind each action, −1 where masked."""
         sim = self.sim
         self.num_slots = len(visible)
-        self._ids = ids = np.array(visible, dtype=np.int64)
+        self.visible_ids = ids = np.array(visible, dtype=np.int64)
         spare = np.maximum(sim.capacity_gbps - sim.link_load_gbps, 0.0)
         if self.layouts.full():
             self.layouts.clear()
@@ -101,16 +100,6 @@ class CandidateTable:
                     tuple(miss[2:2 + length].tolist()), tuple(miss[2 + num_regions:2 + num_regions + length].tolist())
                 )
                 table.add(sim, sim.world.jobs[self._profile_job[p]], placement)
-
-    def write_features(self, out: np.ndarray, can_start: np.ndarray, t_ref_s: float, c_ref_usd: float, wan_scale: float,
-                       carbon_ref_kg: float) -> None:
-        """The observation's candidate rows at the last decision into ``out`` (Q·K, 8) float32 (zero rows stay
-        zero where masked), and per visible job whether it can start into ``can_start`` (at least Q,)."""
-        ck.candidate_features(
-            self.candidate_of[: self.num_slots], self.candidate_f, self.candidate_length,
-            self.job_isolated_iteration_s[self._ids], t_ref_s, c_ref_usd, float(wan_scale), carbon_ref_kg, out,
-            can_start,
-        )
 
     def info(self, slot: int, k: int) -> CandidateInfo | None:
         """The candidate behind action ``slot·K + k`` at the last decision, as the Python table describes it."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import NamedTuple
@@ -61,7 +62,7 @@ class InfeasiblePlacement(ValueError):
     """A placement that cannot be launched now (not enough GPUs, memory, or a missing link)."""
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(slots=True, eq=False)
 class Layout:
     """A placement at the current line rates: its no-stall demand, its iteration time and power as functions of
     the allocated rate, and its links (the per-stage arrays behind them: :meth:`ClusterSim._stage_arrays`)."""
@@ -69,6 +70,8 @@ class Layout:
     demand_gbps: float
     timing: PlacementTiming
     wan_link_index: tuple[int, ...]  # the placement's directed WAN links as flat indices into (R, R)
+    # The same stages with no WAN boundary (ClusterSim.local_iteration_s_of), set at the layout's first launch.
+    local_iteration_s: float = float("nan")
 
 
 @functools.lru_cache(maxsize=1024)
@@ -523,7 +526,9 @@ class ClusterSim:
         self.waiting.remove(job_id)
         self.status[job_id] = JobStatus.RUNNING
         self.start_s[job_id] = self.now_s
-        self.local_iteration_s[job_id] = self.local_iteration_s_of(job, placement)
+        if math.isnan(rj.layout.local_iteration_s):
+            rj.layout.local_iteration_s = self.local_iteration_s_of(job, placement)
+        self.local_iteration_s[job_id] = rj.layout.local_iteration_s
         self.running[job_id] = rj
         self.placements[job_id] = placement
         self.gpu_timeline.append((self.now_s, self.world.num_gpus - self.free_gpus))

@@ -142,3 +142,12 @@ def test_layout_table_pickles_empty():
     table.store(parts, 0, np.array([0]), np.array([1]), (0.0, 0.0, 0.0))
     clone = pickle.loads(pickle.dumps(table))
     assert table.num_layouts == 1 and clone.num_layouts == 0 and len(clone.index) == 0
+
+
+def test_pairwise_sum_equals_numpy_sum():
+    """Sums of 1 to 300 values of mixed magnitudes equal numpy's, bit for bit."""
+    rng = np.random.default_rng(4)
+    for count in [*range(1, 40), 64, 127, 128, 129, 200, 300]:
+        for _ in range(20):
+            values = rng.normal(size=count) * 10.0 ** rng.uniform(-6, 6, count)
+            assert kernels.pairwise_sum(values, count) == values.sum()

@@ -218,6 +218,39 @@ def weighted_integral(prefix_h: np.ndarray, values: np.ndarray, rows: np.ndarray
     return total
 
 
+@njit(cache=True)
+def pairwise_sum(values: np.ndarray, count: int) -> float:
+    """``values[:count].sum()`` as numpy computes it (pairwise: blocks of 8 accumulators, halves past 128), so
+    that compiled code reproduces numpy's sums bit for bit."""
+    if count < 8:
+        total = 0.0
+        for i in range(count):
+            total += values[i]
+        return total
+    if count <= 128:
+        r0, r1, r2, r3 = values[0], values[1], values[2], values[3]
+        r4, r5, r6, r7 = values[4], values[5], values[6], values[7]
+        i = 8
+        while i < count - count % 8:
+            r0 += values[i]
+            r1 += values[i + 1]
+            r2 += values[i + 2]
+            r3 += values[i + 3]
+            r4 += values[i + 4]
+            r5 += values[i + 5]
+            r6 += values[i + 6]
+            r7 += values[i + 7]
+            i += 8
+        total = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+        while i < count:
+            total += values[i]
+            i += 1
+        return total
+    half = count // 2
+    half -= half % 8
+    return pairwise_sum(values, half) + pairwise_sum(values[half:], count - half)
+
+
 def warm_up() -> None:
     """Call every kernel once on tiny inputs, so that loading them from numba's disk cache (or compiling them, the
     first time on a machine) happens here and not inside the first episode. Idempotent and cheap once done."""
