@@ -217,11 +217,11 @@ def _same(regions_a, stages_a, length_a, regions_b, stages_b, length_b) -> bool:
 
 @njit(cache=True)
 def candidate_table(
-    now_s, free_gpus, spare, max_spare,
+    now_s, free_gpus, capacity, link_load,
     bandwidth, latency, watts_per_tflops, idle_w, busy_w, pue, price_prefix, price_values, carbon_prefix,
     carbon_values,
     profile_forward, profile_fits, profile_ints, profile_wan_bytes,
-    slot_profile, slot_iterations, slot_run_s,
+    visible, job_profile, job_iterations, job_run_s,
     strategies,
     index, layout_f, layout_i, arrays, places,
     candidate_of, candidate_f, candidate_place, candidate_length, misses,
@@ -229,16 +229,16 @@ def candidate_table(
     """The candidate table of the visible jobs (``placement.candidate_row`` for each, in slot order).
 
     Args:
-        now_s, free_gpus (R,), spare (R, R), max_spare: the decision instant, free GPUs per region, bandwidth left
-            per directed link ``max(capacity − load, 0)`` and its largest value.
+        now_s, free_gpus (R,), capacity (R, R), link_load (R, R): the decision instant, free GPUs per region, and
+            each directed link's capacity and load (the strategies read what is left, ``max(capacity − load, 0)``).
         bandwidth … carbon_values: the world: link capacities (R, R) (> 0 where linked), latencies (R, R), the
             GPUs' busy W per TFLOPS × PUE, idle and busy W, PUE (R,), and the hourly price and carbon series as
             ``HourlyIntegral`` holds them (prefix (R, H+1) and values (R, H)).
         profile_forward (P, R), profile_fits (P, R), profile_ints (P, 4), profile_wan_bytes (P,): per job profile,
             its forward time and memory fit per region; its layout-table id, stage count, GPUs per stage and
             micro-batches; and its WAN message ``d·A`` in bytes.
-        slot_profile, slot_iterations, slot_run_s (Q,): per visible job, its profile, iterations and isolated
-            duration (what BACE-Pipe's cost rank spreads the price over).
+        visible (Q,): the visible jobs' ids. job_profile, job_iterations, job_run_s (J,): per job, its profile,
+            iterations and isolated duration (what BACE-Pipe's cost rank spreads the price over).
         strategies (K,): strategy codes (``CODES``).
         index … places: a :class:`~geopipe_env.layout_table.LayoutTable`'s arrays.
         candidate_of (Q, K): written, the candidate behind each action (−1: masked). candidate_f (C, 7),
@@ -252,7 +252,9 @@ def candidate_table(
         them to the layout table and call again.
     """
     num_regions = free_gpus.shape[0]
-    num_slots = slot_profile.shape[0]
+    num_slots = visible.shape[0]
+    spare = np.maximum(capacity - link_load, 0.0)
+    max_spare = spare.max()
     num_profiles = profile_forward.shape[0]
     hour = min(int(max(now_s, 0.0) // SECONDS_PER_HOUR), price_values.shape[1] - 1)
     price = np.ascontiguousarray(price_values[:, hour])
@@ -279,7 +281,8 @@ def candidate_table(
     candidate_of[:, :] = -1
     num_candidates, num_misses = 0, 0
     for slot in range(num_slots):
-        p = slot_profile[slot]
+        job = visible[slot]
+        p = job_profile[job]
         ints = profile_ints[p]
         needed, stage_gpus, m = ints[P_STAGES], ints[P_STAGE_GPUS], ints[P_MICROBATCHES]
         forward = profile_forward[p]
@@ -287,7 +290,7 @@ def candidate_table(
             done[p] = True
             for r in range(num_regions):
                 free_of[p, r] = free_gpus[r] // stage_gpus if profile_fits[p, r] else 0
-            run_s = slot_run_s[slot]
+            run_s = job_run_s[job]
             kernels.cumulative_at(price_prefix, price_values, now_s, start_cum)
             kernels.cumulative_at(price_prefix, price_values, now_s + run_s, end_cum)
             for r in range(num_regions):
@@ -354,7 +357,7 @@ def candidate_table(
             if length > 1:
                 min_cadence = layout_f[lay, LF_WAN_BYTES] * BITS_PER_BYTE / (rate * BITS_PER_GBIT)
             t_iter = kernels.iteration_total_s(layout_f, layout_i, arrays, lay, min_cadence) + layout_f[lay, LF_ALLREDUCE]
-            duration = t_iter * slot_iterations[slot]
+            duration = t_iter * job_iterations[job]
             if not np.isfinite(duration):
                 continue
             busy_per_forward = m * _GPU_BUSY_PER_FORWARD

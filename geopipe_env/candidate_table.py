@@ -69,6 +69,7 @@ class CandidateTable:
         self.candidate_length = np.zeros(queue_slots * pool, dtype=np.int64)  # (C,)
         self._misses = np.zeros((queue_slots * pool, 2 * num_regions + 2), dtype=np.int64)  # (X, 2R + 2)
         self.num_slots = 0  # visible jobs at the last decision
+        self._profiles_of: dict | None = None  # the layout table's profile dict that profile_ints holds ids of
         self.visible_ids = np.zeros(0, dtype=np.int64)  # their job ids
 
     def compute(self, visible: Sequence[int]) -> np.ndarray:
@@ -76,18 +77,19 @@ class CandidateTable:
         sim = self.sim
         self.num_slots = len(visible)
         self.visible_ids = ids = np.array(visible, dtype=np.int64)
-        spare = np.maximum(sim.capacity_gbps - sim.link_load_gbps, 0.0)
         if self.layouts.full():
             self.layouts.clear()
-        for p, j in enumerate(self._profile_job):
-            self.profile_ints[p, ck.P_TABLE_ID] = self.layouts.profile_id(sim.world.jobs[j])
+        if self._profiles_of is not self.layouts.profiles:  # a new or emptied layout table: its profile ids
+            self._profiles_of = self.layouts.profiles
+            for p, j in enumerate(self._profile_job):
+                self.profile_ints[p, ck.P_TABLE_ID] = self.layouts.profile_id(sim.world.jobs[j])
         rows = self.candidate_of[: self.num_slots]
         while True:
             table = self.layouts
             _, num_misses = ck.candidate_table(
-                sim.now_s, sim.free_gpus, spare, float(spare.max()), *self._world,
+                sim.now_s, sim.free_gpus, sim.capacity_gbps, sim.link_load_gbps, *self._world,
                 self.profile_forward, self.profile_fits, self.profile_ints, self.profile_wan_bytes,
-                self.job_profile[ids], self.job_iterations[ids], self.job_run_s[ids], self.codes,
+                ids, self.job_profile, self.job_iterations, self.job_run_s, self.codes,
                 table.index, table.layout_f, table.layout_i, table.arrays, table.places,
                 rows, self.candidate_f, self.candidate_place, self.candidate_length, self._misses,
             )

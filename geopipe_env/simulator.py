@@ -20,10 +20,10 @@ import numpy as np
 from geopipe_env.engine import Event, EventKind, EventQueue
 from geopipe_env.generator import Job, World
 from geopipe_env.physics import kernels, pipeline, schedule
-from geopipe_env.physics.energy import energy_kwh, gpu_power_w
-from geopipe_env.physics.network import is_stalled, max_min_fair
+from geopipe_env.physics.energy import gpu_power_w
+from geopipe_env.physics.network import is_stalled
 from geopipe_env import units
-from geopipe_env.units import GRAMS_PER_KG, SECONDS_PER_HOUR, WATTS_PER_KW, transfer_time_s
+from geopipe_env.units import SECONDS_PER_HOUR, WATTS_PER_KW, transfer_time_s
 
 
 class JobStatus(IntEnum):
@@ -162,26 +162,41 @@ class PlacementTiming:
         return power
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class RunningJob:
-    """Mutable state of a job while it runs."""
+    """Mutable state of a job while it runs. Its progress, iteration time, WAN traffic and power are kept in
+    ``sim``'s per-job arrays, which the compiled kernels advance; the properties here read and write them."""
 
+    sim: ClusterSim = field(repr=False)
     job: Job
     placement: Placement
     gpus: np.ndarray  # (R,) GPUs held per region
     layout: Layout  # refreshed when line rates change
-    remaining_iters: float
     rate_gbps: float = 0.0
-    iteration_s: float = 0.0
     stalled: bool = False
     version: int = 0
-    power_w: np.ndarray | None = None  # (R,)
-    wan_bytes_per_s: float = 0.0
     capacity_version: int = -1  # of the line rates ``layout`` and the timing above were computed at
 
     @property
     def demand_gbps(self) -> float:
         return self.layout.demand_gbps
+
+    @property
+    def remaining_iters(self) -> float:
+        return float(self.sim._remaining_iters[self.job.job_id])
+
+    @property
+    def iteration_s(self) -> float:
+        return float(self.sim._iteration_s[self.job.job_id])
+
+    @property
+    def wan_bytes_per_s(self) -> float:
+        return float(self.sim._wan_bytes_per_s[self.job.job_id])
+
+    @property
+    def power_w(self) -> np.ndarray:
+        """(R,) facility power per region (a view of the simulator's table: copy it to keep it)."""
+        return self.sim._power_w[self.job.job_id]
 
 
 class Estimate(NamedTuple):
@@ -224,12 +239,20 @@ class ClusterSim:
         self.waiting: list[int] = []  # job ids in arrival order
         self.running: dict[int, RunningJob] = {}
         self.placements: dict[int, Placement] = {}
-        self.energy_kwh = 0.0
-        self.cost_usd = 0.0
-        self.carbon_kg = 0.0
-        self.wan_bytes = 0.0
-        self.gpu_seconds = 0.0  # allocated GPU·s
-        self.job_seconds = 0.0  # Σ over jobs in system of time: the JCT integral
+        # energy kWh, cost USD, carbon kg, WAN bytes, allocated GPU·s and job·s (Σ over jobs in the system of
+        # time: the JCT integral), by kernels.ENERGY_KWH … JOB_SECONDS; read through the properties below.
+        self._totals = np.zeros(6)
+        # Per job id, while it runs: iterations left, iteration time, WAN bytes per second, power per region,
+        # demand, and its directed WAN links as flat indices into (R, R) (RunningJob reads these).
+        self._remaining_iters = np.zeros(n_jobs)
+        self._iteration_s = np.zeros(n_jobs)
+        self._wan_bytes_per_s = np.zeros(n_jobs)
+        self._power_w = np.zeros((n_jobs, world.num_regions))
+        self._demand_gbps = np.zeros(n_jobs)
+        self._job_links = np.zeros((n_jobs, max(2 * (world.num_regions - 1), 1)), dtype=np.int64)
+        self._job_num_links = np.zeros(n_jobs, dtype=np.int64)
+        self._rates = np.zeros(n_jobs)
+        self._running_ids = np.zeros(0, dtype=np.int64)  # the running jobs' ids, in ``running``'s order
         self.region_power_w = np.zeros(world.num_regions)
         self._region_kw = (np.zeros(world.num_regions), 0.0)  # region_power_w in kW, and its sum in W
         self.link_load_gbps = np.zeros((world.num_regions, world.num_regions))
@@ -256,7 +279,14 @@ class ClusterSim:
         self._idle_power_w = world.idle_watts * world.pue  # per unallocated GPU, billed if the scenario says so
         self._allocated_gpus = 0  # Σ (num_gpus − free_gpus)
         self._has_carbon = bool(world.carbon.values.any())
-        self._cumulative: tuple[float, np.ndarray | None, np.ndarray | None] = (float("nan"), None, None)
+
+    # ------------------------------------------------------------------ totals
+    energy_kwh = property(lambda self: float(self._totals[kernels.ENERGY_KWH]), doc="facility energy so far, kWh")
+    cost_usd = property(lambda self: float(self._totals[kernels.COST_USD]), doc="electricity cost so far, USD")
+    carbon_kg = property(lambda self: float(self._totals[kernels.CARBON_KG]), doc="carbon so far, kg")
+    wan_bytes = property(lambda self: float(self._totals[kernels.WAN_BYTES]), doc="bytes sent over WAN links so far")
+    gpu_seconds = property(lambda self: float(self._totals[kernels.GPU_SECONDS]), doc="allocated GPU·s so far")
+    job_seconds = property(lambda self: float(self._totals[kernels.JOB_SECONDS]), doc="Σ over jobs in system of time")
 
     # ------------------------------------------------------------------ time
     def _capacity_at(self, t_s: float) -> np.ndarray:
@@ -282,36 +312,16 @@ class ClusterSim:
 
     def advance_to(self, t_s: float) -> None:
         """Integrate progress, energy, cost and carbon from ``now`` to ``t_s`` (no event may lie between)."""
-        dt = t_s - self.now_s
-        if dt <= 0.0:
+        if t_s <= self.now_s:
             return
-        wan_bytes = self.wan_bytes
-        for rj in self.running.values():
-            rj.remaining_iters -= dt / rj.iteration_s
-            wan_bytes += rj.wan_bytes_per_s * dt
-        self.wan_bytes = wan_bytes
+        w = self.world
         kw, total_w = self._billed_power()
-        self.energy_kwh += energy_kwh(total_w, dt)
-        # ∫price and ∫carbon over [now, t] as differences of running integrals, as HourlyIntegral.integral does.
-        price_then, carbon_then = self._cumulative_at(self.now_s)
-        price_now, carbon_now = self._cumulative_at(t_s)
-        self.cost_usd += float(kw @ (price_now - price_then))
-        if carbon_now is not None:  # else the carbon series is all zero and so is its integral
-            self.carbon_kg += float(kw @ (carbon_now - carbon_then)) / GRAMS_PER_KG
-        self.gpu_seconds += float(self._allocated_gpus) * dt
-        self.job_seconds += (len(self.waiting) + len(self.running)) * dt
+        kernels.advance_interval(
+            self.now_s, t_s, self._running_ids, self._remaining_iters, self._iteration_s, self._wan_bytes_per_s, kw,
+            total_w, w.price.prefix_h, w.price.values, w.carbon.prefix_h, w.carbon.values, self._has_carbon,
+            self._allocated_gpus, len(self.waiting) + len(self.running), self._totals,
+        )
         self.now_s = t_s
-
-    def _cumulative_at(self, t_s: float) -> tuple[np.ndarray, np.ndarray | None]:
-        """(R,) ∫price and ∫carbon intensity from 0 to ``t_s`` (carbon None when its series is all zero).
-
-        Memoises the last time asked: each advance starts where the previous one ended.
-        """
-        if t_s != self._cumulative[0]:
-            w = self.world
-            carbon = w.carbon.cumulative(t_s) if self._has_carbon else None
-            self._cumulative = (t_s, w.price.cumulative(t_s), carbon)
-        return self._cumulative[1], self._cumulative[2]
 
     def step_event(self) -> bool:
         """Advance to the next event and process every event at that instant (the hour tick last, as its kind's
@@ -339,23 +349,12 @@ class ClusterSim:
         if self._tick_s > limit_s:
             return
         w = self.world
-        jobs = list(self.running.values())
-        remaining = np.array([rj.remaining_iters for rj in jobs])
-        iteration = np.array([rj.iteration_s for rj in jobs])
-        wan_rate = np.array([rj.wan_bytes_per_s for rj in jobs])
         kw, total_w = self._billed_power()
-        totals = np.array(
-            [self.energy_kwh, self.cost_usd, self.carbon_kg, self.wan_bytes, self.gpu_seconds, self.job_seconds]
-        )
         self.now_s, self._tick_s = kernels.advance_hours(
-            self.now_s, self._tick_s, self._events.peek(), limit_s, remaining, iteration, wan_rate,
-            np.ascontiguousarray(kw, dtype=float), total_w, w.price.prefix_h, w.price.values, w.carbon.prefix_h,
-            w.carbon.values, self._has_carbon, self._allocated_gpus, len(self.waiting) + len(self.running), totals,
-        )
-        for rj, left in zip(jobs, remaining.tolist()):
-            rj.remaining_iters = left
-        self.energy_kwh, self.cost_usd, self.carbon_kg, self.wan_bytes, self.gpu_seconds, self.job_seconds = (
-            totals.tolist()
+            self.now_s, self._tick_s, self._events.peek(), limit_s, self._running_ids, self._remaining_iters,
+            self._iteration_s, self._wan_bytes_per_s, kw, total_w, w.price.prefix_h, w.price.values,
+            w.carbon.prefix_h, w.carbon.values, self._has_carbon, self._allocated_gpus,
+            len(self.waiting) + len(self.running), self._totals,
         )
 
     def _handle(self, ev: Event) -> bool:
@@ -386,6 +385,7 @@ class ClusterSim:
     def _finish(self, rj: RunningJob) -> None:
         jid = rj.job.job_id
         del self.running[jid]
+        self._running_ids = np.array(list(self.running), dtype=np.int64)
         self.free_gpus += rj.gpus
         self._allocated_gpus -= int(rj.gpus.sum())
         self.status[jid] = JobStatus.DONE
@@ -518,9 +518,14 @@ class ClusterSim:
         gpus = np.zeros(self.world.num_regions, dtype=np.int64)
         for r, n in zip(placement.regions, placement.stages):
             gpus[r] = n * job.stage_gpus
-        rj = RunningJob(
-            job=job, placement=placement, gpus=gpus, layout=self.layout(job, placement), remaining_iters=float(job.iterations)
-        )
+        rj = RunningJob(sim=self, job=job, placement=placement, gpus=gpus, layout=self.layout(job, placement))
+        self._remaining_iters[job_id] = float(job.iterations)
+        self._iteration_s[job_id] = 0.0
+        self._wan_bytes_per_s[job_id] = 0.0
+        self._demand_gbps[job_id] = rj.layout.demand_gbps
+        links = rj.layout.wan_link_index
+        self._job_links[job_id, : len(links)] = links
+        self._job_num_links[job_id] = len(links)
         self.free_gpus -= gpus
         self._allocated_gpus += int(gpus.sum())
         self.waiting.remove(job_id)
@@ -530,56 +535,47 @@ class ClusterSim:
             rj.layout.local_iteration_s = self.local_iteration_s_of(job, placement)
         self.local_iteration_s[job_id] = rj.layout.local_iteration_s
         self.running[job_id] = rj
+        self._running_ids = np.array(list(self.running), dtype=np.int64)
         self.placements[job_id] = placement
         self.gpu_timeline.append((self.now_s, self.world.num_gpus - self.free_gpus))
         self._recompute_rates()
 
     def _recompute_rates(self) -> None:
-        """Max-min fair rates for all running jobs on all directed links, then timing, power and completions."""
-        jobs = list(self.running.values())
-        demand = np.array([rj.demand_gbps for rj in jobs])
+        """Max-min fair rates for all running jobs on all directed links (``kernels.max_min_rates``: the
+        progressive filling of ``network.max_min_fair``), then timing, power and completions."""
         num_regions = self.world.num_regions
+        ids = self._running_ids
         link_load = np.zeros(num_regions * num_regions)
-        # usage[j, l]: whether job j sends on link l, over the directed links in use (flat indices into (R, R)).
-        column: dict[int, int] = {}
-        rows: list[int] = []
-        columns: list[int] = []
-        for j, rj in enumerate(jobs):
-            for link in rj.layout.wan_link_index:
-                rows.append(j)
-                columns.append(column.setdefault(link, len(column)))
-        if column:
-            links = list(column)
-            usage = np.zeros((len(jobs), len(links)))
-            usage[rows, columns] = 1.0
-            capacity = self.capacity_gbps.ravel()[links]
-            rates = max_min_fair(demand, usage, capacity)
-            link_load[links] = load = usage.T @ rates
-            self.max_link_utilization = max(self.max_link_utilization, float((load / capacity).max()))
-        else:
-            rates = demand
+        self.max_link_utilization = kernels.max_min_rates(
+            ids, self._demand_gbps, self._job_links, self._job_num_links, self.capacity_gbps.ravel(), self._rates,
+            link_load, self.max_link_utilization,
+        )
         self.link_load_gbps = link_load.reshape(num_regions, num_regions)
-        self.region_power_w = np.zeros(num_regions)
-        for rj, rate in zip(jobs, rates.tolist()):
+        power = np.zeros(num_regions)
+        for jid, rate in zip(ids.tolist(), self._rates[ids].tolist()):
+            rj = self.running[jid]
             if rate != rj.rate_gbps or rj.capacity_version != self._capacity_version:
                 self._retime(rj, rate)
-            self.region_power_w += rj.power_w
+            power += self._power_w[jid]
+        self.region_power_w = power
         self._region_kw = (self.region_power_w / WATTS_PER_KW, float(self.region_power_w.sum()))
 
     def _retime(self, rj: RunningJob, rate_gbps: float) -> None:
         """Give a running job a new rate (or new line rates): timing, power, and a new completion if it moved."""
         job = rj.job
+        jid = job.job_id
         rj.layout = lay = self.layout(job, rj.placement)
+        self._demand_gbps[jid] = lay.demand_gbps
         rj.capacity_version = self._capacity_version
         t_iter, power = lay.timing.at(rate_gbps)
         rj.rate_gbps = rate_gbps
         rj.stalled = bool(rj.placement.num_wan_hops) and is_stalled(rate_gbps, rj.demand_gbps)
-        self.ever_stalled[job.job_id] |= rj.stalled
-        rj.power_w = power
+        self.ever_stalled[jid] |= rj.stalled
+        self._power_w[jid] = power
         per_iter_bytes = 2.0 * job.num_microbatches * job.wan_message_bytes * rj.placement.num_wan_hops
-        rj.wan_bytes_per_s = per_iter_bytes / t_iter
-        if t_iter != rj.iteration_s:
-            rj.iteration_s = t_iter
+        self._wan_bytes_per_s[jid] = per_iter_bytes / t_iter
+        if t_iter != self._iteration_s[jid]:
+            self._iteration_s[jid] = t_iter
             rj.version += 1
             finish = self.now_s + max(rj.remaining_iters, 0.0) * t_iter
-            self._events.push(finish, Event(EventKind.COMPLETION, job.job_id, rj.version))
+            self._events.push(finish, Event(EventKind.COMPLETION, jid, rj.version))

@@ -13,7 +13,8 @@ import pytest
 import geopipe_env  # noqa: F401
 from geopipe_env.layout_table import LayoutTable
 from geopipe_env.physics import kernels, pipeline
-from geopipe_env.physics.energy import HourlyIntegral
+from geopipe_env.physics.energy import HourlyIntegral, energy_kwh
+from geopipe_env.physics.network import max_min_fair
 
 REL = 1e-12
 
@@ -63,6 +64,57 @@ def test_advance_quiet_hours_equals_ticks_one_by_one(scenario, seed):
         assert getattr(sim, name) == pytest.approx(getattr(reference, name), rel=REL), name
     # What follows is the same event, at the same time.
     assert sim.next_event_s() == reference.next_event_s()
+
+
+def test_advance_to_equals_the_physics_functions():
+    """One interval of ClusterSim.advance_to (the compiled advance_interval) equals progress, energy, cost and
+    carbon computed from the Python physics: energy.energy_kwh and HourlyIntegral.integral."""
+    env, sim = _busy_sim("geopipe-v0", 0)
+    w = sim.world
+    before = copy.deepcopy(sim)
+    t0, t1 = sim.now_s, sim.now_s + 0.37 * (sim.next_event_s() - sim.now_s)
+    dt = t1 - t0
+    sim.advance_to(t1)
+    kw = before.region_power_w / 1000.0
+    assert sim.energy_kwh == pytest.approx(before.energy_kwh + energy_kwh(float(before.region_power_w.sum()), dt), rel=REL)
+    assert sim.cost_usd == pytest.approx(before.cost_usd + float(kw @ w.price.integral(t0, t1)), rel=REL)
+    assert sim.carbon_kg == pytest.approx(before.carbon_kg + float(kw @ w.carbon.integral(t0, t1)) / 1000.0, rel=REL)
+    wan = before.wan_bytes + sum(rj.wan_bytes_per_s * dt for rj in before.running.values())
+    assert sim.wan_bytes == pytest.approx(wan, rel=REL)
+    for jid, rj in before.running.items():
+        assert sim.running[jid].remaining_iters == rj.remaining_iters - dt / rj.iteration_s
+    in_system = len(before.waiting) + len(before.running)
+    assert sim.job_seconds == before.job_seconds + in_system * dt
+    assert sim.gpu_seconds == before.gpu_seconds + float(int(w.num_gpus.sum() - before.free_gpus.sum())) * dt
+
+
+def test_max_min_rates_equals_max_min_fair():
+    """The compiled allocation over jobs' link lists equals network.max_min_fair on the usage matrix, contended
+    links included, and the link loads and peak utilisation follow from it."""
+    rng = np.random.default_rng(5)
+    num_links = 12
+    for trial in range(300):
+        num_jobs = int(rng.integers(1, 9))
+        links = [rng.choice(num_links, size=int(rng.integers(0, 5)), replace=False) for _ in range(num_jobs)]
+        demand = rng.uniform(0.1, 10.0, num_jobs)
+        capacity = rng.uniform(1.0, 20.0 if trial % 2 else 60.0, num_links)
+        running = rng.permutation(num_jobs).astype(np.int64)
+        job_links = np.zeros((num_jobs, 5), dtype=np.int64)
+        for j, ls in enumerate(links):
+            job_links[j, : ls.size] = ls
+        num = np.array([ls.size for ls in links], dtype=np.int64)
+        rates, load = np.zeros(num_jobs), np.zeros(num_links)
+        peak = kernels.max_min_rates(running, demand, job_links, num, capacity, rates, load, 0.0)
+        used = sorted({int(link) for j in running for link in links[j]})
+        usage = np.zeros((num_jobs, len(used)))
+        for i, j in enumerate(running):
+            usage[i, [used.index(int(link)) for link in links[j]]] = 1.0
+        want = max_min_fair(demand[running], usage, capacity[used]) if used else demand[running]
+        np.testing.assert_allclose(rates[running], want, rtol=1e-12)
+        if used:
+            np.testing.assert_allclose(load[used], usage.T @ want, rtol=1e-12)
+            assert peak == pytest.approx(float((usage.T @ want / capacity[used]).max()), rel=1e-12)
+        assert not load[[link for link in range(num_links) if link not in used]].any()
 
 
 def test_advance_quiet_hours_stops_at_the_limit():

@@ -33,11 +33,68 @@ def cumulative_at(prefix_h: np.ndarray, values: np.ndarray, t_s: float, out: np.
 
 
 @njit(cache=True)
+def advance_interval(
+    now_s: float,
+    t_s: float,
+    running: np.ndarray,
+    remaining_iters: np.ndarray,
+    iteration_s: np.ndarray,
+    wan_bytes_per_s: np.ndarray,
+    kw: np.ndarray,
+    total_w: float,
+    price_prefix_h: np.ndarray,
+    price_values: np.ndarray,
+    carbon_prefix_h: np.ndarray,
+    carbon_values: np.ndarray,
+    has_carbon: bool,
+    allocated_gpus: int,
+    jobs_in_system: int,
+    totals: np.ndarray,
+) -> None:
+    """Integrate ``[now_s, t_s]`` at constant rates and power, as ``ClusterSim.advance_to`` does: each running job
+    (ids ``running``, in the simulator's order) progresses by ``dt / iteration_s`` iterations and sends
+    ``wan_bytes_per_s · dt``; energy is ``total_w · dt``, cost and carbon ``Σ_r kw[r] · ∫ price_r`` (∫ carbon_r),
+    and GPU- and job-seconds grow by the allocated GPUs and the jobs in the system times ``dt``.
+
+    ``remaining_iters`` (per job id) and ``totals`` (indexed by ``ENERGY_KWH`` … ``JOB_SECONDS``) are updated in
+    place. Nothing happens unless ``t_s > now_s``.
+    """
+    dt = t_s - now_s
+    if dt <= 0.0:
+        return
+    num_regions = kw.shape[0]
+    wan_bytes = totals[WAN_BYTES]
+    for j in running:
+        remaining_iters[j] -= dt / iteration_s[j]
+        wan_bytes += wan_bytes_per_s[j] * dt
+    totals[WAN_BYTES] = wan_bytes
+    totals[ENERGY_KWH] += total_w / WATTS_PER_KW * dt / SECONDS_PER_HOUR
+    then = np.empty(num_regions)
+    later = np.empty(num_regions)
+    cumulative_at(price_prefix_h, price_values, now_s, then)
+    cumulative_at(price_prefix_h, price_values, t_s, later)
+    cost = 0.0
+    for r in range(num_regions):
+        cost += kw[r] * (later[r] - then[r])
+    totals[COST_USD] += cost
+    if has_carbon:
+        cumulative_at(carbon_prefix_h, carbon_values, now_s, then)
+        cumulative_at(carbon_prefix_h, carbon_values, t_s, later)
+        carbon = 0.0
+        for r in range(num_regions):
+            carbon += kw[r] * (later[r] - then[r])
+        totals[CARBON_KG] += carbon / GRAMS_PER_KG
+    totals[GPU_SECONDS] += float(allocated_gpus) * dt
+    totals[JOB_SECONDS] += jobs_in_system * dt
+
+
+@njit(cache=True)
 def advance_hours(
     now_s: float,
     tick_s: float,
     stop_s: float,
     limit_s: float,
+    running: np.ndarray,
     remaining_iters: np.ndarray,
     iteration_s: np.ndarray,
     wan_bytes_per_s: np.ndarray,
@@ -53,45 +110,130 @@ def advance_hours(
     totals: np.ndarray,
 ) -> tuple[float, float]:
     """Run the hour ticks at ``tick_s, tick_s + 1 h, …`` that come before ``stop_s`` and at or before ``limit_s``,
-    when nothing but prices and carbon changes at them: each tick is ``ClusterSim.advance_to`` to its time (jobs'
-    progress, WAN bytes, energy, cost, carbon, GPU- and job-seconds at constant power ``kw`` per region and
-    ``total_w`` in all), then the next tick an hour later.
-
-    ``remaining_iters`` (per running job) and ``totals`` (indexed by ``ENERGY_KWH`` … ``JOB_SECONDS``) are
-    updated in place. Returns ``(now_s, next tick_s)``.
+    when nothing but prices and carbon changes at them: each tick is :func:`advance_interval` to its time (as
+    ``ClusterSim.step_event`` would take it), then the next tick an hour later. Returns ``(now_s, next tick_s)``.
     """
-    num_regions = kw.shape[0]
-    price_then = np.empty(num_regions)
-    price_now = np.empty(num_regions)
-    carbon_then = np.empty(num_regions)
-    carbon_now = np.empty(num_regions)
     while tick_s < stop_s and tick_s <= limit_s:
-        dt = tick_s - now_s
-        if dt > 0.0:
-            wan_bytes = totals[WAN_BYTES]
-            for j in range(remaining_iters.shape[0]):
-                remaining_iters[j] -= dt / iteration_s[j]
-                wan_bytes += wan_bytes_per_s[j] * dt
-            totals[WAN_BYTES] = wan_bytes
-            totals[ENERGY_KWH] += total_w / WATTS_PER_KW * dt / SECONDS_PER_HOUR
-            cumulative_at(price_prefix_h, price_values, now_s, price_then)
-            cumulative_at(price_prefix_h, price_values, tick_s, price_now)
-            cost = 0.0
-            for r in range(num_regions):
-                cost += kw[r] * (price_now[r] - price_then[r])
-            totals[COST_USD] += cost
-            if has_carbon:
-                cumulative_at(carbon_prefix_h, carbon_values, now_s, carbon_then)
-                cumulative_at(carbon_prefix_h, carbon_values, tick_s, carbon_now)
-                carbon = 0.0
-                for r in range(num_regions):
-                    carbon += kw[r] * (carbon_now[r] - carbon_then[r])
-                totals[CARBON_KG] += carbon / GRAMS_PER_KG
-            totals[GPU_SECONDS] += float(allocated_gpus) * dt
-            totals[JOB_SECONDS] += jobs_in_system * dt
+        if tick_s > now_s:
+            advance_interval(
+                now_s, tick_s, running, remaining_iters, iteration_s, wan_bytes_per_s, kw, total_w, price_prefix_h,
+                price_values, carbon_prefix_h, carbon_values, has_carbon, allocated_gpus, jobs_in_system, totals,
+            )
             now_s = tick_s
         tick_s = now_s + SECONDS_PER_HOUR
     return now_s, tick_s
+
+
+@njit(cache=True)
+def max_min_rates(
+    running: np.ndarray,
+    demand_gbps: np.ndarray,
+    job_links: np.ndarray,
+    job_num_links: np.ndarray,
+    capacity_gbps: np.ndarray,
+    rates: np.ndarray,
+    link_load_gbps: np.ndarray,
+    max_utilization: float,
+) -> float:
+    """Max-min fair rates of the running jobs (ids ``running``) and the load they put on each directed link:
+    ``network.max_min_fair`` (progressive filling, with its shortcut when every link carries its jobs' demands)
+    over the links in use, as ``ClusterSim._recompute_rates`` builds it.
+
+    Args:
+        demand_gbps (J,): each job's demand per hop. job_links (J, L), job_num_links (J,): each job's directed WAN
+            links as flat indices into (R, R), and how many. capacity_gbps (R·R,): link capacities.
+        rates (J,), link_load_gbps (R·R,): written, each running job's rate and each link's load (zero if unused).
+        max_utilization: the largest load ÷ capacity seen so far.
+
+    Returns:
+        The largest load ÷ capacity, this allocation's included.
+    """
+    num_jobs = running.shape[0]
+    # The links in use, in first-use order, and each job's use of them.
+    column = np.full(capacity_gbps.shape[0], -1, dtype=np.int64)
+    links = np.empty(capacity_gbps.shape[0], dtype=np.int64)
+    num_used = 0
+    for i in range(num_jobs):
+        j = running[i]
+        for k in range(job_num_links[j]):
+            link = job_links[j, k]
+            if column[link] < 0:
+                column[link] = num_used
+                links[num_used] = link
+                num_used += 1
+    link_load_gbps[:] = 0.0
+    for i in range(num_jobs):
+        rates[running[i]] = demand_gbps[running[i]]
+    if num_used == 0:
+        return max_utilization
+    usage = np.zeros((num_jobs, num_used))
+    for i in range(num_jobs):
+        j = running[i]
+        for k in range(job_num_links[j]):
+            usage[i, column[job_links[j, k]]] = 1.0
+    capacity = np.empty(num_used)
+    for c in range(num_used):
+        capacity[c] = capacity_gbps[links[c]]
+    demand = np.empty(num_jobs)
+    for i in range(num_jobs):
+        demand[i] = demand_gbps[running[i]]
+    fits = True
+    for c in range(num_used):
+        carried = 0.0
+        for i in range(num_jobs):
+            carried += usage[i, c] * demand[i]
+        fits = fits and carried <= capacity[c]
+    got = demand.copy()
+    if not fits:
+        got[:] = 0.0
+        active = np.zeros(num_jobs, dtype=np.bool_)
+        for i in range(num_jobs):
+            uses = usage[i].sum() > 0
+            if not uses:
+                got[i] = demand[i]
+            active[i] = uses and demand[i] > 0
+        remaining = capacity.copy()
+        tol = 1e-12 * max(remaining.max(), 1.0)
+        load = np.empty(num_used)
+        while active.any():
+            for c in range(num_used):
+                load[c] = 0.0
+                for i in range(num_jobs):
+                    if active[i]:
+                        load[c] += usage[i, c]
+            link_step = np.inf
+            for c in range(num_used):
+                if load[c] > 0:
+                    link_step = min(link_step, remaining[c] / load[c])
+            job_step = np.inf
+            for i in range(num_jobs):
+                if active[i]:
+                    job_step = min(job_step, demand[i] - got[i])
+            step = max(min(link_step, job_step), 0.0)
+            for i in range(num_jobs):
+                if active[i]:
+                    got[i] += step
+            for c in range(num_used):
+                remaining[c] -= step * load[c]
+            for i in range(num_jobs):
+                hits_link = False
+                for c in range(num_used):
+                    if remaining[c] <= tol and usage[i, c] > 0:
+                        hits_link = True
+                done = got[i] >= demand[i] - tol
+                if hits_link or done:
+                    active[i] = False
+        for i in range(num_jobs):
+            got[i] = min(got[i], demand[i])
+    for i in range(num_jobs):
+        rates[running[i]] = got[i]
+    for c in range(num_used):
+        load_c = 0.0
+        for i in range(num_jobs):
+            load_c += usage[i, c] * got[i]
+        link_load_gbps[links[c]] = load_c
+        max_utilization = max(max_utilization, load_c / capacity[c])
+    return max_utilization
 
 
 # A layout table (geopipe_env.layout_table.LayoutTable) holds per layout a row of floats, a row of ints, its
@@ -256,7 +398,10 @@ def warm_up() -> None:
     first time on a machine) happens here and not inside the first episode. Idempotent and cheap once done."""
     one, regions = np.ones(1), np.zeros(1)
     series_prefix, series_values = np.zeros((1, 2)), np.zeros((1, 1))
+    running = np.zeros(1, dtype=np.int64)
     advance_hours(
-        0.0, 1.0, 0.0, 0.0, np.zeros(1), one, regions, regions, 0.0, series_prefix, series_values, series_prefix,
-        series_values, False, 0, 0, np.zeros(6),
+        0.0, 1.0, 0.0, 0.0, running, np.zeros(1), one, regions, regions, 0.0, series_prefix, series_values,
+        series_prefix, series_values, False, 0, 0, np.zeros(6),
     )
+    max_min_rates(running, one, np.zeros((1, 1), dtype=np.int64), np.zeros(1, dtype=np.int64), one, np.zeros(1),
+                  np.zeros(1), 0.0)
