@@ -430,3 +430,22 @@ def candidate_features(candidate_of, candidate_f, candidate_length, slot_isolate
             row[5] = f[C_RATE] / f[C_DEMAND] if hops else 1.0
             row[6] = f[C_STALLED]
             row[7] = f[C_CARBON] / carbon_ref_kg
+
+
+def warm_up() -> None:
+    """Call :func:`candidate_table` and :func:`candidate_features` once on a one-region world with an empty layout
+    table (one miss), so that loading them happens before the first episode (see ``kernels.warm_up``)."""
+    from geopipe_env.layout_table import LayoutTable  # layer 4, needed only here
+
+    table = LayoutTable()
+    ones, zero_ints = np.ones((1, 1)), np.zeros(1, dtype=np.int64)
+    out_of, out_f = np.zeros((1, 1), dtype=np.int64), np.zeros((1, NUM_CANDIDATE_FLOATS))
+    candidate_table(
+        0.0, np.ones(1, dtype=np.int64), ones, np.zeros((1, 1)), ones, ones, np.ones(1), np.ones(1), np.ones(1),
+        np.ones(1), np.zeros((1, 2)), np.zeros((1, 1)), np.zeros((1, 2)), np.zeros((1, 1)), ones,
+        np.ones((1, 1), dtype=np.bool_), np.ones((1, 4), dtype=np.int64), np.ones(1), zero_ints, zero_ints,
+        np.ones(1, dtype=np.int64), np.ones(1), zero_ints, table.index, table.layout_f, table.layout_i, table.arrays,
+        table.places, out_of, out_f, np.zeros((1, 2), dtype=np.int64), zero_ints.copy(), np.zeros((1, 4), dtype=np.int64),
+    )
+    candidate_features(out_of, out_f, zero_ints, np.ones(1), 1.0, 1.0, 1.0, 1.0, np.zeros((1, 8), dtype=np.float32),
+                       np.zeros(1))

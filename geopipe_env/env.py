@@ -49,12 +49,14 @@ strategies, default ``STRATEGY_NAMES``; ``placement.strategy_names()`` lists eve
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
+from geopipe_env import candidate_kernels, observation
 from geopipe_env.candidate_table import CandidateTable, compiled_strategies
 from geopipe_env.generator import World, sample_world
 from geopipe_env.layout_table import LayoutTable
@@ -68,6 +70,15 @@ from geopipe_env.units import BYTES_PER_TB, SECONDS_PER_HOUR, WATTS_PER_KW
 
 DEFAULT_QUEUE_SLOTS = 8
 DEFAULT_MAX_REGIONS = 16
+
+
+@functools.cache
+def _load_compiled() -> None:
+    """Load the compiled decision path (numba's disk cache; a compile the first time on a machine) once per
+    process, when the first env is made, so that no episode pays for it."""
+    kernels.warm_up()
+    candidate_kernels.warm_up()
+    observation.warm_up()
 
 
 def resolve_scenario(scenario: str | os.PathLike | Scenario) -> Scenario:
@@ -94,7 +105,7 @@ class GeoPipeEnv(gym.Env):
         timing: str = "analytic",
         strategies: tuple[str, ...] | list[str] | None = None,
     ) -> None:
-        kernels.warm_up()  # load the compiled decision path now, not inside the first episode
+        _load_compiled()
         self.scenario = resolve_scenario(scenario)
         if self.scenario.num_regions > max_regions:
             raise ValueError(f"scenario has {self.scenario.num_regions} regions; max_regions is {max_regions}")

@@ -10,9 +10,6 @@ placement's id by a hash of it (``kernels.find_layout``). It is filled from the 
 from __future__ import annotations
 
 import numpy as np
-from numba import types
-from numba.typed import Dict
-
 from geopipe_env.generator import Job
 from geopipe_env.physics import kernels
 from geopipe_env.physics.pipeline import ModelParts
@@ -32,7 +29,7 @@ class LayoutTable:
 
     def clear(self) -> None:
         """Forget every layout and profile."""
-        self.index = Dict.empty(key_type=types.int64, value_type=types.int64)  # key → layout id
+        self.index = kernels.new_layout_index()  # key → layout id (a numba typed dict)
         self.profiles: dict[tuple, int] = {}  # Job.profile_key → profile id
         self.num_layouts = 0
         self.layout_f = np.zeros((16, kernels.NUM_LAYOUT_FLOATS))  # (capacity, NUM_LAYOUT_FLOATS)
@@ -82,8 +79,6 @@ class LayoutTable:
         message bytes)``, indexed at ``key`` (default: the first free key from its hash). Its id."""
         if key is None:
             key = kernels.find_layout(self.index, self.layout_i, self.places, profile, regions, stages, regions.size)[1]
-        while key in self.index:  # a key taken by another placement
-            key += 1
         lay = self.num_layouts
         if lay == self.layout_f.shape[0]:
             self.layout_f = np.concatenate((self.layout_f, np.zeros_like(self.layout_f)))
@@ -107,7 +102,7 @@ class LayoutTable:
         self._arrays_used += path_arrays.size
         self._places_used += 2 * regions.size
         self.num_layouts += 1
-        self.index[key] = lay
+        kernels.index_layout(self.index, key, lay)
         return lay
 
 

@@ -121,6 +121,19 @@ def _encode_compiled(
             out[i] = -OBS_CLIP
 
 
+def warm_up() -> None:
+    """Call the compiled encoder once on a one-region, one-slot observation, so that loading it happens before the
+    first episode (see ``physics.kernels.warm_up``)."""
+    f32 = np.zeros(16, dtype=np.float32)
+    ints, ones = np.zeros(1, dtype=np.int64), np.ones(1)
+    _encode_compiled(
+        f32, f32.copy(), 1, np.zeros((1, 8), dtype=np.float32), np.zeros((1, 6), dtype=np.float32), 0, ints, ints + 1,
+        ints + 1, np.zeros((1, 3), dtype=np.float32), np.zeros((1, 1)), np.ones((1, 1)), np.ones((1, 1), dtype=np.bool_),
+        ints + 1, ints, ones, ones, ones, ones, 0.0, 1.0, 1, 0, 1, 1.0, 0.0, 1.0, 1, np.full((1, 1), -1, dtype=np.int64),
+        np.zeros((1, 7)), ints, ones, 1.0, 1.0, np.zeros((1, 8), dtype=np.float32),
+    )
+
+
 class ObservationEncoder:
     """Builds observations for one episode; per-episode constants are computed once in ``__init__``."""
 
@@ -180,7 +193,7 @@ class ObservationEncoder:
         # (H, R, 3): price now, price forecast and carbon per hour, the regions table's columns 3–5.
         self._hourly = np.stack(
             (_normalise_prices(price), _normalise_prices(forecast), world.carbon.values / self.carbon_scale), axis=-1
-        ).transpose(1, 0, 2).astype(np.float32)
+        ).transpose(1, 0, 2).astype(np.float32, order="C")
         self._last_hour = price.shape[1] - 1
         # Per job, the queue features that do not change while it waits (as encode computes them).
         jobs = world.jobs

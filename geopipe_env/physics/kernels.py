@@ -13,7 +13,8 @@ process compiles a kernel only the first time it is ever used; later processes l
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.typed import Dict
 
 from geopipe_env.units import GRAMS_PER_KG, SECONDS_PER_HOUR, WATTS_PER_KW
 
@@ -340,6 +341,22 @@ def find_layout(index, layout_i: np.ndarray, places: np.ndarray, profile: int, r
 
 
 @njit(cache=True)
+def new_layout_index():
+    """An empty key → layout id map for :func:`find_layout` (made in compiled code: numba compiles the typed
+    dict's Python-side methods anew in every process, so Python never touches it)."""
+    return Dict.empty(key_type=types.int64, value_type=types.int64)
+
+
+@njit(cache=True)
+def index_layout(index, key: int, lay: int) -> int:
+    """Put layout ``lay`` at ``key``, or at the next free key after it (a collision); the key used."""
+    while key in index:
+        key += 1
+    index[key] = lay
+    return key
+
+
+@njit(cache=True)
 def weighted_integral(prefix_h: np.ndarray, values: np.ndarray, rows: np.ndarray, weights: np.ndarray, length: int,
                       t0_s: float, t1_s: float) -> float:
     """``Σ_i weights[i] · ∫_{t0}^{t1} series[rows[i]] dt`` over the first ``length`` rows, as
@@ -394,14 +411,16 @@ def pairwise_sum(values: np.ndarray, count: int) -> float:
 
 
 def warm_up() -> None:
-    """Call every kernel once on tiny inputs, so that loading them from numba's disk cache (or compiling them, the
-    first time on a machine) happens here and not inside the first episode. Idempotent and cheap once done."""
+    """Call the kernels that Python calls directly once on tiny inputs, so that loading them from numba's disk
+    cache (or compiling them, the first time on a machine) happens here and not inside the first episode."""
     one, regions = np.ones(1), np.zeros(1)
     series_prefix, series_values = np.zeros((1, 2)), np.zeros((1, 1))
     running = np.zeros(1, dtype=np.int64)
-    advance_hours(
-        0.0, 1.0, 0.0, 0.0, running, np.zeros(1), one, regions, regions, 0.0, series_prefix, series_values,
-        series_prefix, series_values, False, 0, 0, np.zeros(6),
-    )
+    series = (series_prefix, series_values, series_prefix, series_values, False, 0, 0, np.zeros(6))
+    advance_interval(0.0, 1.0, running, np.zeros(1), one, regions, regions, 0.0, *series)
+    advance_hours(0.0, 1.0, 0.0, 0.0, running, np.zeros(1), one, regions, regions, 0.0, *series)
+    index = new_layout_index()
+    index_layout(index, 0, 0)
+    find_layout(index, np.zeros((1, NUM_LAYOUT_INTS), dtype=np.int64), running, 0, running, running, 1)
     max_min_rates(running, one, np.zeros((1, 1), dtype=np.int64), np.zeros(1, dtype=np.int64), one, np.zeros(1),
                   np.zeros(1), 0.0)
