@@ -84,20 +84,19 @@ class LayoutTable:
             self.layout_f = np.concatenate((self.layout_f, np.zeros_like(self.layout_f)))
             self.layout_i = np.concatenate((self.layout_i, np.zeros_like(self.layout_i)))
         path_arrays = np.concatenate(
-            (parts.tail_s, parts.tail_rest.astype(float), parts.loops_only_s, parts.segments_s, parts.pre,
-             parts.pre_loop_s, parts.post_s)
+            (parts.tail_slope, parts.tail_intercept, parts.segment_slope, parts.segment_start, parts.segment_end)
         )
         self.arrays = _append(self.arrays, self._arrays_used, path_arrays)
         self.places = _append(self.places, self._places_used, np.concatenate((regions, stages)))
         f, s, x, lat = parts.uniform
         allreduce_s, demand_gbps, wan_message_bytes = extra
         self.layout_f[lay] = (
-            parts.base_s, parts.max_x, parts.max_f, parts.max_b, f, s, x, lat, parts.last_stage_s, parts.other_s,
+            parts.base_s, parts.max_x, parts.max_f, parts.max_b, f, s, x, lat, parts.last_stage_s, parts.constant_s,
             allreduce_s, demand_gbps, wan_message_bytes,
         )
         self.layout_i[lay] = (
             parts.kind, parts.num_microbatches, profile, self._places_used, regions.size - 1, self._arrays_used,
-            parts.tail_s.size, parts.segments_s.size,
+            parts.tail_slope.size, parts.segment_slope.size,
         )
         self._arrays_used += path_arrays.size
         self._places_used += 2 * regions.size

@@ -7,7 +7,9 @@ numpy or BLAS evaluate in another order). The reference is named in each docstri
 these loops thousands of times per second, where Python's per-operation cost dominates the arithmetic.
 
 ``cache=True`` keeps the machine code on disk (numba's cache, beside this file or in ``NUMBA_CACHE_DIR``), so a
-process compiles a kernel only the first time it is ever used; later processes load it.
+process compiles a kernel only the first time it is ever used; later processes load it. Numba checks only the
+calling kernel's own file for changes: after editing a kernel here, delete the cached code of the modules whose
+kernels call it (``find geopipe_env -name '*.nb[ci]' -delete``), or they keep running the old version.
 """
 
 from __future__ import annotations
@@ -238,12 +240,13 @@ def max_min_rates(
 
 
 # A layout table (geopipe_env.layout_table.LayoutTable) holds per layout a row of floats, a row of ints, its
-# placement in a flat int array and its 1F1B path arrays in a flat float array; the columns, by name:
-(LF_BASE, LF_MAX_X, LF_MAX_F, LF_MAX_B, LF_UNI_F, LF_UNI_S, LF_UNI_X, LF_UNI_LAT, LF_LAST_STAGE, LF_OTHER,
+# placement in a flat int array and its 1F1B path lines (pipeline.ModelParts) in a flat float array; the columns:
+(LF_BASE, LF_MAX_X, LF_MAX_F, LF_MAX_B, LF_UNI_F, LF_UNI_S, LF_UNI_X, LF_UNI_LAT, LF_LAST_STAGE, LF_CONSTANT,
  LF_ALLREDUCE, LF_DEMAND, LF_WAN_BYTES) = range(13)
 NUM_LAYOUT_FLOATS = 13
-# LI_ARRAYS: where the path arrays start in the float array; tail_s, tail_rest (A each), loops_only_s (n+1), then
-# segments_s, pre, pre_loop_s, post_s (B each). LI_PATH: where regions, then stages (LI_HOPS + 1 each) start.
+# LI_ARRAYS: where the lines start in the float array: tail_slope, tail_intercept (LI_TAILS each), then
+# segment_slope, segment_start, segment_end (LI_SEGMENTS each). LI_PATH: where regions, then stages (LI_HOPS + 1
+# each) start in the int array.
 LI_KIND, LI_M, LI_PROFILE, LI_PATH, LI_HOPS, LI_ARRAYS, LI_TAILS, LI_SEGMENTS = range(8)
 NUM_LAYOUT_INTS = 8
 MODEL_GPIPE, MODEL_UNIFORM, MODEL_ROUND_TRIP, MODEL_PATHS = range(4)  # as geopipe_env.physics.pipeline
@@ -274,7 +277,7 @@ def uniform_total_s(f: float, s: float, hop_transfer_s: float, hop_latency_s: fl
 @njit(cache=True)
 def iteration_total_s(layout_f: np.ndarray, layout_i: np.ndarray, arrays: np.ndarray, lay: int, min_cadence_s: float) -> float:
     """``pipeline.IterationModel.total_s(min_cadence_s)`` of layout ``lay`` of a layout table, from the parts
-    ``IterationModel.parts`` gave it (the longest 1F1B path of ``pipeline._longest_s`` for MODEL_PATHS)."""
+    ``IterationModel.parts`` gave it (for MODEL_PATHS the longest path of ``pipeline._longest_s``, from its lines)."""
     kind = layout_i[lay, LI_KIND]
     m = layout_i[lay, LI_M]
     max_x = max(layout_f[lay, LF_MAX_X], min_cadence_s)
@@ -290,21 +293,73 @@ def iteration_total_s(layout_f: np.ndarray, layout_i: np.ndarray, arrays: np.nda
     if kind == MODEL_ROUND_TRIP:
         return base
     step = max(layout_f[lay, LF_LAST_STAGE], max_x)
-    start = layout_i[lay, LI_ARRAYS]
+    longest = layout_f[lay, LF_CONSTANT]
+    at = layout_i[lay, LI_ARRAYS]
     num_tails = layout_i[lay, LI_TAILS]
-    loops_at = start + 2 * num_tails
-    longest = -np.inf
-    for a in range(num_tails):
-        rest = int(arrays[start + num_tails + a])
-        fill = max(arrays[loops_at + rest], rest * step)
-        longest = max(longest, arrays[start + a] + fill)
+    for a in range(at, at + num_tails):
+        longest = max(longest, arrays[a + num_tails] + arrays[a] * step)
+    at += 2 * num_tails
     num_segments = layout_i[lay, LI_SEGMENTS]
-    if num_segments:
-        seg = loops_at + m  # after the n + 1 = m loop fills
-        for b in range(num_segments):
-            pre_s = max(arrays[seg + num_segments + b] * step, arrays[seg + 2 * num_segments + b])
-            longest = max(longest, arrays[seg + b] + pre_s + arrays[seg + 3 * num_segments + b])
-    return base + max(longest, layout_f[lay, LF_OTHER])
+    for b in range(at, at + num_segments):
+        longest = max(longest, (arrays[b + num_segments] + arrays[b] * step) + arrays[b + 2 * num_segments])
+    return base + longest
+
+
+@njit(cache=True)
+def fold_paths(tail_s, tail_rest, loops_only_s, other_s, segments_s, pre, pre_loop_s, post_s):
+    """``pipeline.ModelParts``' lines of a 1F1B path family (the arrays of ``pipeline._FixedPaths`` and its
+    tables): ``(constant_s, tail_slope, tail_intercept, segment_slope, segment_start, segment_end)``.
+
+    Rounding is monotone, so ``a + max(x, y) = max(a + x, a + y)`` and ``(a + max(x, y)) + c = max((a + x) + c,
+    (a + y) + c)`` in floating point too: each member of ``pipeline._longest_s``'s family splits into a part
+    without the step and a line in it. A line of one slope is dropped when another has an intercept (tails), or a
+    start and an end (segments), at least as large: it is never above that one. A zero slope adds ``0·step = 0``.
+    """
+    constant = other_s
+    best = np.full(loops_only_s.shape[0], -np.inf)  # the largest intercept per tail slope (steps after the loops)
+    for a in range(tail_s.shape[0]):
+        r = tail_rest[a]
+        constant = max(constant, tail_s[a] + loops_only_s[r])
+        if r == 0:
+            constant = max(constant, tail_s[a])
+        elif tail_s[a] > best[r]:
+            best[r] = tail_s[a]
+    num_tails = 0
+    for r in range(best.shape[0]):
+        if best[r] > -np.inf:
+            num_tails += 1
+    tail_slope = np.empty(num_tails)
+    tail_intercept = np.empty(num_tails)
+    i = 0
+    for r in range(best.shape[0]):
+        if best[r] > -np.inf:
+            tail_slope[i] = r
+            tail_intercept[i] = best[r]
+            i += 1
+    num = segments_s.shape[0]
+    keep = np.zeros(num, dtype=np.bool_)
+    by_start = np.argsort(-segments_s)  # a line is dropped only after one with a start at least as large
+    done = np.zeros(num, dtype=np.bool_)
+    for b in range(num):
+        constant = max(constant, segments_s[b] + pre_loop_s[b] + post_s[b])
+        if pre[b] == 0.0:
+            constant = max(constant, segments_s[b] + post_s[b])
+            done[b] = True
+    for b in range(num):
+        if done[b]:
+            continue
+        slope = pre[b]
+        highest_end = -np.inf
+        for k in range(num):
+            c = by_start[k]
+            if done[c] or pre[c] != slope:
+                continue
+            done[c] = True
+            if post_s[c] > highest_end:
+                keep[c] = True
+                highest_end = post_s[c]
+    kept = np.flatnonzero(keep)
+    return constant, tail_slope, tail_intercept, pre[kept], segments_s[kept], post_s[kept]
 
 
 @njit(cache=True)
@@ -419,6 +474,10 @@ def warm_up() -> None:
     series = (series_prefix, series_values, series_prefix, series_values, False, 0, 0, np.zeros(6))
     advance_interval(0.0, 1.0, running, np.zeros(1), one, regions, regions, 0.0, *series)
     advance_hours(0.0, 1.0, 0.0, 0.0, running, np.zeros(1), one, regions, regions, 0.0, *series)
+    frozen_ints, frozen = np.zeros(1, dtype=np.int64), np.zeros(1)
+    frozen_ints.setflags(write=False)  # the path tables of pipeline._path_tables are read-only
+    frozen.setflags(write=False)
+    fold_paths(one, frozen_ints, one, 0.0, one, frozen, one, one)
     index = new_layout_index()
     index_layout(index, 0, 0)
     find_layout(index, np.zeros((1, NUM_LAYOUT_INTS), dtype=np.int64), running, 0, running, running, 1)

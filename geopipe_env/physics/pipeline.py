@@ -53,6 +53,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from geopipe_env.physics import kernels
 from geopipe_env.units import BF16_BYTES, BITS_PER_BYTE, BITS_PER_GBIT, BYTES_PER_GB, FLOPS_PER_TFLOP
 
 GPIPE = "gpipe"
@@ -430,7 +431,14 @@ MODEL_GPIPE, MODEL_UNIFORM, MODEL_ROUND_TRIP, MODEL_PATHS = range(4)
 
 
 class ModelParts(NamedTuple):
-    """An :class:`IterationModel` taken apart (see :meth:`IterationModel.parts`)."""
+    """An :class:`IterationModel` taken apart (see :meth:`IterationModel.parts`).
+
+    For MODEL_PATHS the 1F1B path family of :func:`_longest_s` is folded (``kernels.fold_paths``) into lines in the
+    time of one step (``step_s = max(last_stage_s, the bottleneck link's time per step)``): the longest path is
+    ``max(constant_s, max(tail_intercept + tail_slope·step_s), max((segment_start + segment_slope·step_s) +
+    segment_end))``, the same floating-point operations as :func:`_longest_s` takes on each path, with the paths
+    that cannot be the longest at any step left out.
+    """
 
     kind: int  # MODEL_GPIPE, MODEL_UNIFORM (1F1B closed form), MODEL_ROUND_TRIP (1F1B, M = 1) or MODEL_PATHS
     num_microbatches: int
@@ -439,15 +447,13 @@ class ModelParts(NamedTuple):
     max_f: float  # GPipe only
     max_b: float  # GPipe only
     uniform: tuple[float, float, float, float]  # (f, S, x, l) of identical stages and hops (MODEL_UNIFORM)
-    last_stage_s: float  # the rest: the fixed parts of the 1F1B path family (MODEL_PATHS), see _FixedPaths
-    other_s: float
-    tail_s: np.ndarray
-    tail_rest: np.ndarray
-    loops_only_s: np.ndarray
-    segments_s: np.ndarray
-    pre: np.ndarray
-    pre_loop_s: np.ndarray
-    post_s: np.ndarray
+    last_stage_s: float  # MODEL_PATHS: f + b of the last stage, the least a step takes
+    constant_s: float  # MODEL_PATHS: the longest path whose length does not depend on the step
+    tail_slope: np.ndarray  # (T,) steps after the tail loops, one line per count
+    tail_intercept: np.ndarray  # (T,) the longest tail loops before that many steps
+    segment_slope: np.ndarray  # (G,) pre steps before the copies of a segment
+    segment_start: np.ndarray  # (G,) the copies
+    segment_end: np.ndarray  # (G,) what follows them
 
 
 class IterationModel:
@@ -508,25 +514,26 @@ class IterationModel:
         else:
             kind = MODEL_PATHS
         uniform = self._uniform or (0.0, 0.0, 0.0, 0.0)
-        paths = self._paths
         empty = np.zeros(0)
+        paths = self._paths
+        if paths is None:
+            folded = (0.0, empty, empty, empty, empty, empty)
+        else:
+            tab = paths.tables
+            folded = kernels.fold_paths(
+                paths.tail_s, tab.tail_rest, paths.loops_only_s, paths.other_s, paths.segments_s, tab.pre,
+                paths.pre_loop_s, paths.post_s,
+            )
         return ModelParts(
-            kind=kind,
-            num_microbatches=self._m,
-            base_s=self._base_s,
-            max_x=self._max_x,
-            max_f=self._max_f,
-            max_b=self._max_b,
-            uniform=uniform,
-            last_stage_s=paths.last_stage_s if paths else 0.0,
-            other_s=paths.other_s if paths else 0.0,
-            tail_s=paths.tail_s if paths else empty,
-            tail_rest=paths.tables.tail_rest if paths else np.zeros(0, dtype=int),
-            loops_only_s=paths.loops_only_s if paths else empty,
-            segments_s=paths.segments_s if paths else empty,
-            pre=paths.tables.pre if paths else empty,
-            pre_loop_s=paths.pre_loop_s if paths else empty,
-            post_s=paths.post_s if paths else empty,
+            kind,
+            self._m,
+            self._base_s,
+            self._max_x,
+            self._max_f,
+            self._max_b,
+            uniform,
+            self._paths.last_stage_s if self._paths is not None else 0.0,
+            *folded,
         )
 
     def total_s(self, min_cadence_s: float = 0.0) -> float:
