@@ -172,14 +172,22 @@ class RunningJob:
     placement: Placement
     gpus: np.ndarray  # (R,) GPUs held per region
     layout: Layout  # refreshed when line rates change
-    rate_gbps: float = 0.0
     stalled: bool = False
     version: int = 0
-    capacity_version: int = -1  # of the line rates ``layout`` and the timing above were computed at
 
     @property
     def demand_gbps(self) -> float:
         return self.layout.demand_gbps
+
+    @property
+    def rate_gbps(self) -> float:
+        """The rate per WAN hop it was last timed at."""
+        return float(self.sim._rate_gbps[self.job.job_id])
+
+    @property
+    def capacity_version(self) -> int:
+        """The line rates (``ClusterSim._capacity_version``) ``layout`` and its timing were computed at."""
+        return int(self.sim._timed_at_capacity[self.job.job_id])
 
     @property
     def remaining_iters(self) -> float:
@@ -251,7 +259,10 @@ class ClusterSim:
         self._demand_gbps = np.zeros(n_jobs)
         self._job_links = np.zeros((n_jobs, max(2 * (world.num_regions - 1), 1)), dtype=np.int64)
         self._job_num_links = np.zeros(n_jobs, dtype=np.int64)
-        self._rates = np.zeros(n_jobs)
+        self._rates = np.zeros(n_jobs)  # the last allocation
+        self._rate_gbps = np.zeros(n_jobs)  # the rate each job was last timed at
+        self._timed_at_capacity = np.full(n_jobs, -1, dtype=np.int64)  # and the capacity version
+        self._stale = np.zeros(n_jobs, dtype=np.int64)  # scratch: the jobs to retime
         self._running_ids = np.zeros(0, dtype=np.int64)  # the running jobs' ids, in ``running``'s order
         self.region_power_w = np.zeros(world.num_regions)
         self._region_kw = (np.zeros(world.num_regions), 0.0)  # region_power_w in kW, and its sum in W
@@ -522,6 +533,8 @@ class ClusterSim:
         self._remaining_iters[job_id] = float(job.iterations)
         self._iteration_s[job_id] = 0.0
         self._wan_bytes_per_s[job_id] = 0.0
+        self._rate_gbps[job_id] = 0.0
+        self._timed_at_capacity[job_id] = -1
         self._demand_gbps[job_id] = rj.layout.demand_gbps
         links = rj.layout.wan_link_index
         self._job_links[job_id, : len(links)] = links
@@ -551,14 +564,13 @@ class ClusterSim:
             link_load, self.max_link_utilization,
         )
         self.link_load_gbps = link_load.reshape(num_regions, num_regions)
-        power = np.zeros(num_regions)
-        for jid, rate in zip(ids.tolist(), self._rates[ids].tolist()):
-            rj = self.running[jid]
-            if rate != rj.rate_gbps or rj.capacity_version != self._capacity_version:
-                self._retime(rj, rate)
-            power += self._power_w[jid]
-        self.region_power_w = power
-        self._region_kw = (self.region_power_w / WATTS_PER_KW, float(self.region_power_w.sum()))
+        stale = self._stale
+        count = kernels.stale_jobs(ids, self._rates, self._rate_gbps, self._timed_at_capacity, self._capacity_version, stale)
+        for jid in stale[:count].tolist():
+            self._retime(self.running[jid], float(self._rates[jid]))
+        self.region_power_w = power = np.zeros(num_regions)
+        kw = np.empty(num_regions)
+        self._region_kw = (kw, kernels.region_power(self._power_w, ids, power, kw))
 
     def _retime(self, rj: RunningJob, rate_gbps: float) -> None:
         """Give a running job a new rate (or new line rates): timing, power, and a new completion if it moved."""
@@ -566,9 +578,9 @@ class ClusterSim:
         jid = job.job_id
         rj.layout = lay = self.layout(job, rj.placement)
         self._demand_gbps[jid] = lay.demand_gbps
-        rj.capacity_version = self._capacity_version
+        self._timed_at_capacity[jid] = self._capacity_version
         t_iter, power = lay.timing.at(rate_gbps)
-        rj.rate_gbps = rate_gbps
+        self._rate_gbps[jid] = rate_gbps
         rj.stalled = bool(rj.placement.num_wan_hops) and is_stalled(rate_gbps, rj.demand_gbps)
         self.ever_stalled[jid] |= rj.stalled
         self._power_w[jid] = power

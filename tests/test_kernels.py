@@ -204,3 +204,38 @@ def test_pairwise_sum_equals_numpy_sum():
         for _ in range(20):
             values = rng.normal(size=count) * 10.0 ** rng.uniform(-6, 6, count)
             assert kernels.pairwise_sum(values, count) == values.sum()
+
+
+def test_add_rows_equals_a_python_loop():
+    """Adding chosen rows in order gives, bit for bit, what ``out += table[r]`` in a Python loop gives."""
+    rng = np.random.default_rng(6)
+    table = rng.normal(size=(40, 9)) * 10.0 ** rng.uniform(-6, 6, (40, 9))
+    rows = rng.permutation(40)[:25].astype(np.int64)
+    want = np.zeros(9)
+    for r in rows:
+        want += table[r]
+    got = np.zeros(9)
+    kernels.add_rows(table, rows, got)
+    assert np.array_equal(got, want)
+
+
+def test_region_power_and_stale_jobs_equal_their_numpy_forms():
+    """Region power is the rows' sum in order, its kW and numpy's total; the stale jobs are those whose rate or
+    capacity version moved, in running order."""
+    rng = np.random.default_rng(7)
+    power_w = rng.uniform(0.0, 5e5, (30, 11))
+    running = rng.permutation(30)[:12].astype(np.int64)
+    total, kw = np.zeros(11), np.empty(11)
+    got = kernels.region_power(power_w, running, total, kw)
+    want = np.zeros(11)
+    for r in running:
+        want += power_w[r]
+    assert np.array_equal(total, want) and np.array_equal(kw, want / 1000.0) and got == float(want.sum())
+    rates, timed = rng.uniform(0, 1, 30), rng.uniform(0, 1, 30)
+    timed[running[::2]] = rates[running[::2]]
+    version = np.zeros(30, dtype=np.int64)
+    version[running[4]] = -1
+    out = np.zeros(30, dtype=np.int64)
+    count = kernels.stale_jobs(running, rates, timed, version, 0, out)
+    want_ids = [j for j in running if rates[j] != timed[j] or version[j] != 0]
+    assert out[:count].tolist() == want_ids and running[4] in want_ids

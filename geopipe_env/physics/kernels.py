@@ -128,6 +128,37 @@ def advance_hours(
 
 
 @njit(cache=True)
+def add_rows(table: np.ndarray, rows: np.ndarray, out: np.ndarray) -> None:
+    """``out += table[r]`` for each ``r`` of ``rows`` in order (the order a Python loop of numpy additions takes)."""
+    for r in rows:
+        for c in range(out.shape[0]):
+            out[c] += table[r, c]
+
+
+@njit(cache=True)
+def region_power(power_w: np.ndarray, running: np.ndarray, total_w: np.ndarray, kw: np.ndarray) -> float:
+    """Per region, the running jobs' power (:func:`add_rows` of their rows of ``power_w`` into ``total_w``) and in
+    kW (``kw``); returns the sum over regions in W as numpy's ``sum`` gives it."""
+    add_rows(power_w, running, total_w)
+    for r in range(kw.shape[0]):
+        kw[r] = total_w[r] / WATTS_PER_KW
+    return pairwise_sum(total_w, total_w.shape[0])
+
+
+@njit(cache=True)
+def stale_jobs(running: np.ndarray, rates: np.ndarray, timed_rate: np.ndarray, timed_capacity: np.ndarray,
+               capacity_version: int, out: np.ndarray) -> int:
+    """Write into ``out`` the running jobs (in order) whose allocated rate or line rates differ from those they
+    were timed at, as ``ClusterSim._recompute_rates`` retimes them; how many."""
+    count = 0
+    for j in running:
+        if rates[j] != timed_rate[j] or timed_capacity[j] != capacity_version:
+            out[count] = j
+            count += 1
+    return count
+
+
+@njit(cache=True)
 def max_min_rates(
     running: np.ndarray,
     demand_gbps: np.ndarray,
@@ -474,6 +505,8 @@ def warm_up() -> None:
     series = (series_prefix, series_values, series_prefix, series_values, False, 0, 0, np.zeros(6))
     advance_interval(0.0, 1.0, running, np.zeros(1), one, regions, regions, 0.0, *series)
     advance_hours(0.0, 1.0, 0.0, 0.0, running, np.zeros(1), one, regions, regions, 0.0, *series)
+    region_power(np.zeros((1, 1)), running, np.zeros(1), np.zeros(1))
+    stale_jobs(running, one, one, running, 0, np.zeros(1, dtype=np.int64))
     frozen_ints, frozen = np.zeros(1, dtype=np.int64), np.zeros(1)
     frozen_ints.setflags(write=False)  # the path tables of pipeline._path_tables are read-only
     frozen.setflags(write=False)
