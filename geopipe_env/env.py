@@ -61,7 +61,7 @@ from geopipe_env.candidate_table import CandidateTable, compiled_strategies
 from geopipe_env.generator import World, sample_world
 from geopipe_env.layout_table import LayoutTable
 from geopipe_env.loader import builtin_names, load_builtin, load_scenario
-from geopipe_env.physics import kernels
+from geopipe_env.physics import kernels, pipeline
 from geopipe_env.observation import ObservationEncoder, observation_space
 from geopipe_env.placement import ALL_STRATEGIES, STRATEGY_NAMES, CandidateInfo, PlacementContext, candidate_row, strategy_names
 from geopipe_env.scenario import Scenario
@@ -77,6 +77,8 @@ def _load_compiled() -> None:
     """Load the compiled decision path (numba's disk cache; a compile the first time on a machine) once per
     process, when the first env is made, so that no episode pays for it."""
     kernels.warm_up()
+    # A two-stage layout with unequal stages: the compiled path family (kernels.fixed_paths, fold_paths).
+    pipeline.model_parts(np.array([1.0, 2.0]), np.array([2.0, 4.0]), np.ones(1), np.zeros(1), 4)
     candidate_kernels.warm_up()
     observation.warm_up()
 

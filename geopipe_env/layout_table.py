@@ -1,6 +1,6 @@
 """Layer 4: the layouts of (job profile, placement) pairs as flat arrays, for the compiled candidate table.
 
-A layout's timing at any allocated rate needs only what :meth:`pipeline.IterationModel.parts` gives plus its
+A layout's timing at any allocated rate needs only what :func:`pipeline.model_parts` gives plus its
 no-stall demand and all-reduce time. :class:`LayoutTable` stores these once per layout, in rows of flat arrays
 that compiled code reads by integer id (``geopipe_env.physics.kernels.iteration_total_s``), and finds a
 placement's id by a hash of it (``kernels.find_layout``). It is filled from the simulator's Python model

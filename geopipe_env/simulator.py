@@ -438,13 +438,13 @@ class ClusterSim:
 
     def timing_parts(self, job: Job, placement: Placement) -> tuple[pipeline.ModelParts, float]:
         """The analytic model of ``placement``'s iteration at the current line rates, taken apart
-        (:meth:`pipeline.IterationModel.parts`), and its no-stall demand: what :class:`PlacementTiming` evaluates,
+        (:func:`pipeline.model_parts`), and its no-stall demand: what :class:`PlacementTiming` evaluates,
         for the compiled candidate table."""
         forward, transfer, latency, _ = self._stage_arrays(job, placement)
         backward = pipeline.BACKWARD_TO_FORWARD * forward
         schedule_name = self.world.scenario.pipeline_schedule
-        model = pipeline.IterationModel(forward, backward, transfer, latency, job.num_microbatches, schedule_name)
-        return model.parts(), self.demand_gbps(job, forward)
+        parts = pipeline.model_parts(forward, backward, transfer, latency, job.num_microbatches, schedule_name)
+        return parts, self.demand_gbps(job, forward)
 
     def local_iteration_s_of(self, job: Job, placement: Placement) -> float:
         """Iteration time of ``placement``'s stages with every boundary inside one region (intra-region link and

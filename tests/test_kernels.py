@@ -163,7 +163,7 @@ def test_layout_table_timing_equals_iteration_model(schedule):
     for _ in range(400):
         forward, backward, transfer, latency, m = random_layout(rng)
         model = pipeline.IterationModel(forward, backward, transfer, latency, m, schedule)
-        parts = model.parts()
+        parts = pipeline.model_parts(forward, backward, transfer, latency, m, schedule)
         kinds.add(parts.kind)
         lay = table.store(parts, profile=0, regions=np.arange(1), stages=np.arange(1) + len(kinds), extra=(0.0, 0.0, 0.0))
         for cadence in (0.0, *rng.uniform(0.0, 3.0, 3), *rng.uniform(3.0, 50.0, 2)):
@@ -172,11 +172,36 @@ def test_layout_table_timing_equals_iteration_model(schedule):
     assert kinds == ({pipeline.MODEL_GPIPE} if schedule == pipeline.GPIPE else {1, 2, 3})
 
 
+def test_fixed_paths_equal_the_python_ones():
+    """The compiled 1F1B path family's fixed parts equal pipeline._fixed_paths, array for array, bit for bit."""
+    from test_timing_model import random_layout
+
+    rng = np.random.default_rng(8)
+    checked = 0
+    while checked < 200:
+        forward, backward, transfer, latency, m = random_layout(rng)
+        if m < 2:
+            continue
+        n = m - 1
+        want = pipeline._fixed_paths(forward, backward, forward + backward, transfer, latency, n)
+        tab = want.tables
+        got = kernels.fixed_paths(
+            forward, backward, transfer, latency, n, tab.run_reach, tab.held, tab.turn_stage, tab.turn_reach,
+            tab.turn_hop_reach, tab.turn_held, tab.turn_cycles, tab.turn_segment, tab.turn_steps, tab.tail_copies,
+            tab.tail_width, tab.full_loops, tab.part_loop, tab.copies, tab.segment, tab.pre_loop, tab.post_width,
+            tab.cool_steps, tab.first_reach,
+        )
+        assert got[0] == want.last_stage_s and got[1] == want.other_s
+        for array, name in zip(got[2:], ("tail_s", "loops_only_s", "segments_s", "pre_loop_s", "post_s")):
+            assert np.array_equal(array, getattr(want, name)), name
+        checked += 1
+
+
 def test_find_layout_walks_past_hash_collisions():
     """A placement whose hash key another placement holds is stored at the next key and found there, as
     itself; the placement at the key is not mistaken for it."""
     table = LayoutTable()
-    parts = pipeline.IterationModel(np.ones(2), 2 * np.ones(2), np.ones(1), np.zeros(1), 4).parts()
+    parts = pipeline.model_parts(np.ones(2), 2 * np.ones(2), np.ones(1), np.zeros(1), 4)
     a_regions, a_stages = np.array([0, 1]), np.array([1, 1])
     key_a = kernels.layout_key(0, a_regions, a_stages, 2)
     # Another placement sits at a's key, as if its hash had collided with a's.
@@ -191,7 +216,7 @@ def test_find_layout_walks_past_hash_collisions():
 def test_layout_table_pickles_empty():
     """The table is a cache: a pickled copy starts empty and works."""
     table = LayoutTable()
-    parts = pipeline.IterationModel(np.ones(1), 2 * np.ones(1), np.zeros(0), np.zeros(0), 4).parts()
+    parts = pipeline.model_parts(np.ones(1), 2 * np.ones(1), np.zeros(0), np.zeros(0), 4)
     table.store(parts, 0, np.array([0]), np.array([1]), (0.0, 0.0, 0.0))
     clone = pickle.loads(pickle.dumps(table))
     assert table.num_layouts == 1 and clone.num_layouts == 0 and len(clone.index) == 0

@@ -308,7 +308,7 @@ def uniform_total_s(f: float, s: float, hop_transfer_s: float, hop_latency_s: fl
 @njit(cache=True)
 def iteration_total_s(layout_f: np.ndarray, layout_i: np.ndarray, arrays: np.ndarray, lay: int, min_cadence_s: float) -> float:
     """``pipeline.IterationModel.total_s(min_cadence_s)`` of layout ``lay`` of a layout table, from the parts
-    ``IterationModel.parts`` gave it (for MODEL_PATHS the longest path of ``pipeline._longest_s``, from its lines)."""
+    ``pipeline.model_parts`` gave it (for MODEL_PATHS the longest path of ``pipeline._longest_s``, from its lines)."""
     kind = layout_i[lay, LI_KIND]
     m = layout_i[lay, LI_M]
     max_x = max(layout_f[lay, LF_MAX_X], min_cadence_s)
@@ -334,6 +334,75 @@ def iteration_total_s(layout_f: np.ndarray, layout_i: np.ndarray, arrays: np.nda
     for b in range(at, at + num_segments):
         longest = max(longest, (arrays[b + num_segments] + arrays[b] * step) + arrays[b + 2 * num_segments])
     return base + longest
+
+
+@njit(cache=True)
+def fixed_paths(forward_s, backward_s, hop_transfer_s, hop_latency_s, n, run_reach, held, turn_stage, turn_reach,
+                turn_hop_reach, turn_held, turn_cycles, turn_segment, turn_steps, tail_copies, tail_width, full_loops,
+                part_loop, copies, segment, pre_loop, post_width, cool_steps, first_reach):
+    """``pipeline._fixed_paths`` for ``n = M − 1 ≥ 1`` advances, from the path tables of ``pipeline._path_tables``
+    (passed as their arrays, by field name): ``(last_stage_s, other_s, tail_s, loops_only_s, segments_s,
+    pre_loop_s, post_s)``, operation for operation."""
+    num_stages = forward_s.shape[0]
+    stage_s = forward_s + backward_s
+    before = np.zeros(num_stages)
+    for q in range(1, num_stages):
+        before[q] = before[q - 1] + (stage_s[q - 1] + 2.0 * (hop_transfer_s[q - 1] + hop_latency_s[q - 1]))
+    through = before + stage_s
+    segment_s = np.empty(num_stages * num_stages)
+    for i in range(num_stages):
+        for j in range(num_stages):
+            segment_s[i * num_stages + j] = through[j] - before[i]
+    loop_s = np.empty(num_stages + 2)
+    loop_s[0], loop_s[-1] = 0.0, -np.inf
+    for k in range(num_stages):
+        loop_s[1 + k] = through[num_stages - 1] - before[num_stages - 1 - k]
+    slowest_f = np.zeros(num_stages + 1)
+    slowest_b = np.zeros(num_stages + 1)
+    slowest_x = np.zeros(num_stages)
+    for q in range(num_stages):
+        slowest_f[q + 1] = forward_s[q] if q == 0 else max(slowest_f[q], forward_s[q])
+        slowest_b[q + 1] = backward_s[q] if q == 0 else max(slowest_b[q], backward_s[q])
+    for q in range(num_stages - 1):
+        slowest_x[q + 1] = hop_transfer_s[q] if q == 0 else max(slowest_x[q], hop_transfer_s[q])
+    last = through[num_stages - 1]
+    other = -np.inf
+    for d in range(num_stages):
+        any_f = max(slowest_f[d + 1], slowest_x[d])
+        any_b = max(slowest_b[d + 1], slowest_x[d])
+        run_f = max(slowest_f[run_reach[d]], slowest_x[d])
+        run_b = max(slowest_b[run_reach[d]], slowest_x[d])
+        bursts = max(n * run_f + held[d] * any_b, held[d] * any_f + n * run_b)
+        other = max(other, through[d] + bursts)
+    other -= last
+    if turn_stage.shape[0]:
+        cycled_max = -np.inf
+        for c in range(turn_stage.shape[0]):
+            d = turn_stage[c]
+            back_s = max(slowest_b[turn_reach[c]], slowest_x[turn_hop_reach[c]])
+            down_s = turn_held[c] * max(slowest_f[d + 1], slowest_x[d])
+            cycled = through[d] + down_s + turn_cycles[c] * segment_s[turn_segment[c]]
+            cycled_max = max(cycled_max, cycled + turn_steps[c] * back_s)
+        other = max(other, cycled_max - last)
+    chain = -np.inf
+    for q in range(num_stages):
+        chain = max(chain, before[q] + (n + 1) * stage_s[q])
+    other = max(other, chain - last)
+    tail_s = np.empty(tail_copies.shape[0])
+    for a in range(tail_s.shape[0]):
+        tail_s[a] = tail_copies[a] * loop_s[tail_width[a]]
+    loops_only_s = np.empty(full_loops.shape[0])
+    for r in range(loops_only_s.shape[0]):
+        loops_only_s[r] = full_loops[r] * loop_s[num_stages] + loop_s[part_loop[r]]
+    num_segments = copies.shape[0]
+    segments_s = np.empty(num_segments)
+    pre_loop_s = np.empty(num_segments)
+    post_s = np.empty(num_segments)
+    for b in range(num_segments):
+        segments_s[b] = copies[b] * segment_s[segment[b]]
+        pre_loop_s[b] = loop_s[pre_loop[b]]
+        post_s[b] = loop_s[post_width[b]] + cool_steps[b] * slowest_b[first_reach[b]]
+    return stage_s[num_stages - 1], other, tail_s, loops_only_s, segments_s, pre_loop_s, post_s
 
 
 @njit(cache=True)

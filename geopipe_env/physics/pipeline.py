@@ -431,7 +431,7 @@ MODEL_GPIPE, MODEL_UNIFORM, MODEL_ROUND_TRIP, MODEL_PATHS = range(4)
 
 
 class ModelParts(NamedTuple):
-    """An :class:`IterationModel` taken apart (see :meth:`IterationModel.parts`).
+    """An :class:`IterationModel` taken apart (see :func:`model_parts`).
 
     For MODEL_PATHS the 1F1B path family of :func:`_longest_s` is folded (``kernels.fold_paths``) into lines in the
     time of one step (``step_s = max(last_stage_s, the bottleneck link's time per step)``): the longest path is
@@ -454,6 +454,68 @@ class ModelParts(NamedTuple):
     segment_slope: np.ndarray  # (G,) pre steps before the copies of a segment
     segment_start: np.ndarray  # (G,) the copies
     segment_end: np.ndarray  # (G,) what follows them
+
+
+def _model_scalars(
+    forward_s: np.ndarray,
+    backward_s: np.ndarray,
+    hop_transfer_s: np.ndarray,
+    hop_latency_s: np.ndarray,
+    num_microbatches: int,
+    schedule: str,
+) -> tuple[int, float, float, float, float, tuple[float, float, float, float]]:
+    """``(kind, base_s, max_x, max_f, max_b, uniform)`` of a layout's :class:`IterationModel` (see
+    :class:`ModelParts`): which evaluation it takes, and its scalars."""
+    stage_s = forward_s + backward_s
+    base_s = float(stage_s.sum()) + 2.0 * float(hop_transfer_s.sum() + hop_latency_s.sum())
+    max_x = float(hop_transfer_s.max()) if hop_transfer_s.size else 0.0
+    if schedule == GPIPE:
+        return MODEL_GPIPE, base_s, max_x, float(forward_s.max()), float(backward_s.max()), (0.0, 0.0, 0.0, 0.0)
+    if num_microbatches <= 1:
+        return MODEL_ROUND_TRIP, base_s, max_x, 0.0, 0.0, (0.0, 0.0, 0.0, 0.0)
+    f = float(forward_s[0])
+    lat = float(hop_latency_s[0]) if hop_latency_s.size else 0.0
+    uniform = (f, float(forward_s.shape[0]), max_x, lat)
+    if (
+        (forward_s == f).all()
+        and (backward_s == BACKWARD_TO_FORWARD * f).all()
+        and (hop_transfer_s == max_x).all()
+        and (hop_latency_s == lat).all()
+    ):
+        return MODEL_UNIFORM, base_s, max_x, 0.0, 0.0, uniform
+    return MODEL_PATHS, base_s, max_x, 0.0, 0.0, (0.0, 0.0, 0.0, 0.0)
+
+
+def model_parts(
+    forward_s: np.ndarray,
+    backward_s: np.ndarray,
+    hop_transfer_s: np.ndarray,
+    hop_latency_s: np.ndarray,
+    num_microbatches: int,
+    schedule: str = ONE_F_ONE_B,
+) -> ModelParts:
+    """The :class:`IterationModel` of a layout taken apart (arguments as :func:`iteration_time`): the input of its
+    compiled evaluation (:func:`geopipe_env.physics.kernels.iteration_total_s`), which equals
+    :meth:`IterationModel.total_s` bit for bit. The 1F1B path family is built and folded in compiled code
+    (``kernels.fixed_paths``, ``kernels.fold_paths``), from this module's path tables."""
+    kind, base_s, max_x, max_f, max_b, uniform = _model_scalars(
+        forward_s, backward_s, hop_transfer_s, hop_latency_s, num_microbatches, schedule
+    )
+    empty = np.zeros(0)
+    last_stage_s, folded = 0.0, (0.0, empty, empty, empty, empty, empty)
+    if kind == MODEL_PATHS:
+        n = num_microbatches - 1
+        tab = _path_tables(forward_s.shape[0], n)
+        last_stage_s, other_s, tail_s, loops_only_s, segments_s, pre_loop_s, post_s = kernels.fixed_paths(
+            forward_s, backward_s, hop_transfer_s, hop_latency_s, n, tab.run_reach, tab.held, tab.turn_stage,
+            tab.turn_reach, tab.turn_hop_reach, tab.turn_held, tab.turn_cycles, tab.turn_segment, tab.turn_steps,
+            tab.tail_copies, tab.tail_width, tab.full_loops, tab.part_loop, tab.copies, tab.segment, tab.pre_loop,
+            tab.post_width, tab.cool_steps, tab.first_reach,
+        )
+        folded = kernels.fold_paths(
+            tail_s, tab.tail_rest, loops_only_s, other_s, segments_s, tab.pre, pre_loop_s, post_s
+        )
+    return ModelParts(kind, num_microbatches, base_s, max_x, max_f, max_b, uniform, last_stage_s, *folded)
 
 
 class IterationModel:
@@ -480,61 +542,14 @@ class IterationModel:
         """Precompute everything that does not depend on the cadence floor (arguments as :func:`iteration_time`)."""
         self._schedule = schedule
         self._m = num_microbatches
-        stage_s = forward_s + backward_s
-        self._base_s = float(stage_s.sum()) + 2.0 * float(hop_transfer_s.sum() + hop_latency_s.sum())
-        self._max_x = float(hop_transfer_s.max()) if hop_transfer_s.size else 0.0
-        self._max_f = self._max_b = 0.0  # GPipe only
-        self._uniform: tuple[float, float, float, float] | None = None
-        self._paths: _FixedPaths | None = None
-        n = num_microbatches - 1
-        if schedule == GPIPE:
-            self._max_f, self._max_b = float(forward_s.max()), float(backward_s.max())
-        elif n > 0:
-            f, x = float(forward_s[0]), self._max_x
-            lat = float(hop_latency_s[0]) if hop_latency_s.size else 0.0
-            if (
-                (forward_s == f).all()
-                and (backward_s == BACKWARD_TO_FORWARD * f).all()
-                and (hop_transfer_s == x).all()
-                and (hop_latency_s == lat).all()
-            ):
-                self._uniform = (f, float(forward_s.shape[0]), x, lat)
-            else:
-                self._paths = _fixed_paths(forward_s, backward_s, stage_s, hop_transfer_s, hop_latency_s, n)
-
-    def parts(self) -> ModelParts:
-        """What :meth:`total_s` reads, as plain values and arrays: the input of the compiled evaluation
-        (:func:`geopipe_env.physics.kernels.iteration_total_s`)."""
-        if self._schedule == GPIPE:
-            kind = MODEL_GPIPE
-        elif self._uniform is not None:
-            kind = MODEL_UNIFORM
-        elif self._paths is None:
-            kind = MODEL_ROUND_TRIP
-        else:
-            kind = MODEL_PATHS
-        uniform = self._uniform or (0.0, 0.0, 0.0, 0.0)
-        empty = np.zeros(0)
-        paths = self._paths
-        if paths is None:
-            folded = (0.0, empty, empty, empty, empty, empty)
-        else:
-            tab = paths.tables
-            folded = kernels.fold_paths(
-                paths.tail_s, tab.tail_rest, paths.loops_only_s, paths.other_s, paths.segments_s, tab.pre,
-                paths.pre_loop_s, paths.post_s,
-            )
-        return ModelParts(
-            kind,
-            self._m,
-            self._base_s,
-            self._max_x,
-            self._max_f,
-            self._max_b,
-            uniform,
-            self._paths.last_stage_s if self._paths is not None else 0.0,
-            *folded,
+        kind, self._base_s, self._max_x, self._max_f, self._max_b, uniform = _model_scalars(
+            forward_s, backward_s, hop_transfer_s, hop_latency_s, num_microbatches, schedule
         )
+        self._uniform: tuple[float, float, float, float] | None = uniform if kind == MODEL_UNIFORM else None
+        self._paths: _FixedPaths | None = None
+        if kind == MODEL_PATHS:
+            stage_s = forward_s + backward_s
+            self._paths = _fixed_paths(forward_s, backward_s, stage_s, hop_transfer_s, hop_latency_s, num_microbatches - 1)
 
     def total_s(self, min_cadence_s: float = 0.0) -> float:
         """``iteration_time(..., min_cadence_s).total_s`` for this layout."""
