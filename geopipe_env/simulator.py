@@ -179,32 +179,23 @@ class RunningJob:
     def demand_gbps(self) -> float:
         return self.layout.demand_gbps
 
-    @property
-    def rate_gbps(self) -> float:
-        """The rate per WAN hop it was last timed at."""
-        return float(self.sim._rate_gbps[self.job.job_id])
-
-    @property
-    def capacity_version(self) -> int:
-        """The line rates (``ClusterSim._capacity_version``) ``layout`` and its timing were computed at."""
-        return int(self.sim._timed_at_capacity[self.job.job_id])
-
-    @property
-    def remaining_iters(self) -> float:
-        return float(self.sim._remaining_iters[self.job.job_id])
-
-    @property
-    def iteration_s(self) -> float:
-        return float(self.sim._iteration_s[self.job.job_id])
-
-    @property
-    def wan_bytes_per_s(self) -> float:
-        return float(self.sim._wan_bytes_per_s[self.job.job_id])
+    rate_gbps = property(lambda self: self._value("_rate_gbps"), doc="the rate per WAN hop it was last timed at")
+    capacity_version = property(
+        lambda self: int(self.sim._timed_at_capacity[self.job.job_id]),
+        doc="the line rates (ClusterSim._capacity_version) ``layout`` and its timing were computed at",
+    )
+    remaining_iters = property(lambda self: self._value("_remaining_iters"), doc="iterations left")
+    iteration_s = property(lambda self: self._value("_iteration_s"), doc="iteration time at its rate")
+    wan_bytes_per_s = property(lambda self: self._value("_wan_bytes_per_s"), doc="bytes sent over WAN links per second")
 
     @property
     def power_w(self) -> np.ndarray:
         """(R,) facility power per region (a view of the simulator's table: copy it to keep it)."""
         return self.sim._power_w[self.job.job_id]
+
+    def _value(self, array: str) -> float:
+        """This job's entry of one of the simulator's per-job arrays, as a Python float."""
+        return float(getattr(self.sim, array)[self.job.job_id])
 
 
 class Estimate(NamedTuple):
@@ -290,6 +281,13 @@ class ClusterSim:
         self._idle_power_w = world.idle_watts * world.pue  # per unallocated GPU, billed if the scenario says so
         self._allocated_gpus = 0  # Σ (num_gpus − free_gpus)
         self._has_carbon = bool(world.carbon.values.any())
+        # The hourly series as kernels.advance_interval reads them.
+        self._series = (world.price.prefix_h, world.price.values, world.carbon.prefix_h, world.carbon.values,
+                        self._has_carbon)
+
+    def _jobs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The running jobs as kernels.advance_interval reads them: their ids, then the per-job arrays it uses."""
+        return self._running_ids, self._remaining_iters, self._iteration_s, self._wan_bytes_per_s
 
     # ------------------------------------------------------------------ totals
     energy_kwh = property(lambda self: float(self._totals[kernels.ENERGY_KWH]), doc="facility energy so far, kWh")
@@ -325,12 +323,10 @@ class ClusterSim:
         """Integrate progress, energy, cost and carbon from ``now`` to ``t_s`` (no event may lie between)."""
         if t_s <= self.now_s:
             return
-        w = self.world
         kw, total_w = self._billed_power()
         kernels.advance_interval(
-            self.now_s, t_s, self._running_ids, self._remaining_iters, self._iteration_s, self._wan_bytes_per_s, kw,
-            total_w, w.price.prefix_h, w.price.values, w.carbon.prefix_h, w.carbon.values, self._has_carbon,
-            self._allocated_gpus, len(self.waiting) + len(self.running), self._totals,
+            self.now_s, t_s, self._jobs(), kw, total_w, self._series, self._allocated_gpus,
+            len(self.waiting) + len(self.running), self._totals,
         )
         self.now_s = t_s
 
@@ -359,13 +355,10 @@ class ClusterSim:
             return
         if self._tick_s > limit_s:
             return
-        w = self.world
         kw, total_w = self._billed_power()
         self.now_s, self._tick_s = kernels.advance_hours(
-            self.now_s, self._tick_s, self._events.peek(), limit_s, self._running_ids, self._remaining_iters,
-            self._iteration_s, self._wan_bytes_per_s, kw, total_w, w.price.prefix_h, w.price.values,
-            w.carbon.prefix_h, w.carbon.values, self._has_carbon, self._allocated_gpus,
-            len(self.waiting) + len(self.running), self._totals,
+            self.now_s, self._tick_s, self._events.peek(), limit_s, self._jobs(), kw, total_w, self._series,
+            self._allocated_gpus, len(self.waiting) + len(self.running), self._totals,
         )
 
     def _handle(self, ev: Event) -> bool:

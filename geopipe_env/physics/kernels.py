@@ -36,35 +36,23 @@ def cumulative_at(prefix_h: np.ndarray, values: np.ndarray, t_s: float, out: np.
 
 
 @njit(cache=True)
-def advance_interval(
-    now_s: float,
-    t_s: float,
-    running: np.ndarray,
-    remaining_iters: np.ndarray,
-    iteration_s: np.ndarray,
-    wan_bytes_per_s: np.ndarray,
-    kw: np.ndarray,
-    total_w: float,
-    price_prefix_h: np.ndarray,
-    price_values: np.ndarray,
-    carbon_prefix_h: np.ndarray,
-    carbon_values: np.ndarray,
-    has_carbon: bool,
-    allocated_gpus: int,
-    jobs_in_system: int,
-    totals: np.ndarray,
-) -> None:
+def advance_interval(now_s: float, t_s: float, jobs: tuple, kw: np.ndarray, total_w: float, series: tuple,
+                     allocated_gpus: int, jobs_in_system: int, totals: np.ndarray) -> None:
     """Integrate ``[now_s, t_s]`` at constant rates and power, as ``ClusterSim.advance_to`` does: each running job
-    (ids ``running``, in the simulator's order) progresses by ``dt / iteration_s`` iterations and sends
-    ``wan_bytes_per_s · dt``; energy is ``total_w · dt``, cost and carbon ``Σ_r kw[r] · ∫ price_r`` (∫ carbon_r),
-    and GPU- and job-seconds grow by the allocated GPUs and the jobs in the system times ``dt``.
+    progresses by ``dt / iteration_s`` iterations and sends ``wan_bytes_per_s · dt``; energy is ``total_w · dt``,
+    cost and carbon ``Σ_r kw[r] · ∫ price_r`` (∫ carbon_r), and GPU- and job-seconds grow by the allocated GPUs and
+    the jobs in the system times ``dt``.
 
-    ``remaining_iters`` (per job id) and ``totals`` (indexed by ``ENERGY_KWH`` … ``JOB_SECONDS``) are updated in
-    place. Nothing happens unless ``t_s > now_s``.
+    ``jobs`` is ``(running ids in the simulator's order, remaining_iters, iteration_s, wan_bytes_per_s)`` (per job
+    id); ``series`` is ``(price prefix_h, price values, carbon prefix_h, carbon values, has_carbon)`` as
+    ``HourlyIntegral`` holds them. ``remaining_iters`` and ``totals`` (indexed by ``ENERGY_KWH`` …
+    ``JOB_SECONDS``) are updated in place. Nothing happens unless ``t_s > now_s``.
     """
     dt = t_s - now_s
     if dt <= 0.0:
         return
+    running, remaining_iters, iteration_s, wan_bytes_per_s = jobs
+    price_prefix_h, price_values, carbon_prefix_h, carbon_values, has_carbon = series
     num_regions = kw.shape[0]
     wan_bytes = totals[WAN_BYTES]
     for j in running:
@@ -92,36 +80,16 @@ def advance_interval(
 
 
 @njit(cache=True)
-def advance_hours(
-    now_s: float,
-    tick_s: float,
-    stop_s: float,
-    limit_s: float,
-    running: np.ndarray,
-    remaining_iters: np.ndarray,
-    iteration_s: np.ndarray,
-    wan_bytes_per_s: np.ndarray,
-    kw: np.ndarray,
-    total_w: float,
-    price_prefix_h: np.ndarray,
-    price_values: np.ndarray,
-    carbon_prefix_h: np.ndarray,
-    carbon_values: np.ndarray,
-    has_carbon: bool,
-    allocated_gpus: int,
-    jobs_in_system: int,
-    totals: np.ndarray,
-) -> tuple[float, float]:
+def advance_hours(now_s: float, tick_s: float, stop_s: float, limit_s: float, jobs: tuple, kw: np.ndarray,
+                  total_w: float, series: tuple, allocated_gpus: int, jobs_in_system: int,
+                  totals: np.ndarray) -> tuple[float, float]:
     """Run the hour ticks at ``tick_s, tick_s + 1 h, …`` that come before ``stop_s`` and at or before ``limit_s``,
     when nothing but prices and carbon changes at them: each tick is :func:`advance_interval` to its time (as
     ``ClusterSim.step_event`` would take it), then the next tick an hour later. Returns ``(now_s, next tick_s)``.
     """
     while tick_s < stop_s and tick_s <= limit_s:
         if tick_s > now_s:
-            advance_interval(
-                now_s, tick_s, running, remaining_iters, iteration_s, wan_bytes_per_s, kw, total_w, price_prefix_h,
-                price_values, carbon_prefix_h, carbon_values, has_carbon, allocated_gpus, jobs_in_system, totals,
-            )
+            advance_interval(now_s, tick_s, jobs, kw, total_w, series, allocated_gpus, jobs_in_system, totals)
             now_s = tick_s
         tick_s = now_s + SECONDS_PER_HOUR
     return now_s, tick_s
@@ -571,9 +539,10 @@ def warm_up() -> None:
     one, regions = np.ones(1), np.zeros(1)
     series_prefix, series_values = np.zeros((1, 2)), np.zeros((1, 1))
     running = np.zeros(1, dtype=np.int64)
-    series = (series_prefix, series_values, series_prefix, series_values, False, 0, 0, np.zeros(6))
-    advance_interval(0.0, 1.0, running, np.zeros(1), one, regions, regions, 0.0, *series)
-    advance_hours(0.0, 1.0, 0.0, 0.0, running, np.zeros(1), one, regions, regions, 0.0, *series)
+    jobs = (running, np.zeros(1), one, regions)
+    series = (series_prefix, series_values, series_prefix, series_values, False)
+    advance_interval(0.0, 1.0, jobs, regions, 0.0, series, 0, 0, np.zeros(6))
+    advance_hours(0.0, 1.0, 0.0, 0.0, jobs, regions, 0.0, series, 0, 0, np.zeros(6))
     region_power(np.zeros((1, 1)), running, np.zeros(1), np.zeros(1))
     stale_jobs(running, one, one, running, 0, np.zeros(1, dtype=np.int64))
     frozen_ints, frozen = np.zeros(1, dtype=np.int64), np.zeros(1)
