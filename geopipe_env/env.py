@@ -56,13 +56,17 @@ form of the scenario loader's errors, e.g. ``queue_slots: got 0; expected an int
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
+from geopipe_env import candidate_kernels, observation
+from geopipe_env.candidate_table import CandidateTable, compiled_strategies
 from geopipe_env.generator import World, sample_world
+from geopipe_env.layout_table import LayoutTable
 from geopipe_env.loader import (
     KeyedValueError,
     builtin_names,
@@ -72,8 +76,9 @@ from geopipe_env.loader import (
     load_builtin,
     load_scenario,
 )
+from geopipe_env.physics import kernels, pipeline
 from geopipe_env.observation import ObservationEncoder, observation_space
-from geopipe_env.placement import STRATEGY_NAMES, CandidateInfo, PlacementContext, candidate_row, strategy_names
+from geopipe_env.placement import ALL_STRATEGIES, STRATEGY_NAMES, CandidateInfo, PlacementContext, candidate_row, strategy_names
 from geopipe_env.scenario import Scenario
 from geopipe_env.simulator import ClusterSim, JobStatus
 from geopipe_env.units import BYTES_PER_TB, SECONDS_PER_HOUR, WATTS_PER_KW
@@ -87,6 +92,17 @@ TIMINGS = ("analytic", "exact")
 class EnvArgumentError(KeyedValueError):
     """A ``GeoPipeEnv`` (``gym.make``) argument that is out of range or of the wrong type; one line, in the form of
     :class:`~geopipe_env.loader.ScenarioError`: ``<argument>: <problem>; expected <what>``."""
+
+
+@functools.cache
+def _load_compiled() -> None:
+    """Load the compiled decision path (numba's disk cache; a compile the first time on a machine) once per
+    process, when the first env is made, so that no episode pays for it."""
+    kernels.warm_up()
+    # A two-stage layout with unequal stages: the compiled path family (kernels.fixed_paths, fold_paths).
+    pipeline.model_parts(np.array([1.0, 2.0]), np.array([2.0, 4.0]), np.ones(1), np.zeros(1), 4)
+    candidate_kernels.warm_up()
+    observation.warm_up()
 
 
 def resolve_scenario(scenario: str | os.PathLike | Scenario) -> Scenario:
@@ -113,6 +129,7 @@ class GeoPipeEnv(gym.Env):
         timing: str = "analytic",
         strategies: tuple[str, ...] | list[str] | None = None,
     ) -> None:
+        _load_compiled()
         # Every argument is checked before the scenario is read, so a bad one fails here with one line
         # (EnvArgumentError) rather than later inside reset or the simulator.
         if cost_weight is not None:
@@ -136,6 +153,15 @@ class GeoPipeEnv(gym.Env):
             )
         self.cost_weight = self.scenario.cost_weight if cost_weight is None else cost_weight
         self.num_strategies = len(self.strategies)
+        # The built-in strategies' feasibility does not depend on prices, so hour ticks with no launch possible
+        # before them hold none after them either; a registered strategy might, so it sees every tick.
+        self._skip_quiet_hours = all(name in ALL_STRATEGIES for name in self.strategies)
+        # The built-in strategies' table runs compiled (candidate_kernels) with analytic timing and fixed line
+        # rates; other settings use the Python table (placement.candidate_row), the reference.
+        codes = compiled_strategies(self.strategies)
+        self._codes = codes if timing == "analytic" and self.scenario.network.background is None else None
+        self._table: CandidateTable | None = None
+        self._layout_table: tuple[tuple, LayoutTable] = ((), LayoutTable())  # (world physics key, its layouts)
         self.wait_action = self.queue_slots * self.num_strategies
         self.action_space = gym.spaces.Discrete(self.wait_action + 1)
         self.observation_space = observation_space(self.max_regions, self.queue_slots, self.num_strategies)
@@ -151,6 +177,11 @@ class GeoPipeEnv(gym.Env):
         if self._layouts[0] != self.world.physics_key:
             self._layouts = (self.world.physics_key, {})
         self.sim = ClusterSim(self.world, exact_timing=self.timing == "exact", layout_cache=self._layouts[1])
+        if self._codes is not None:
+            if self._layout_table[0] != self.world.physics_key:
+                self._layout_table[1].clear()
+                self._layout_table = (self.world.physics_key, self._layout_table[1])
+            self._table = CandidateTable(self.sim, self._layout_table[1], self._codes, self.queue_slots)
         jobs = self.world.jobs
         self.t_ref_s = float(np.mean([j.isolated_duration_s for j in jobs]))
         iso_energy_kwh = float(
@@ -165,7 +196,7 @@ class GeoPipeEnv(gym.Env):
         self.invalid_actions = 0
         self.decisions = 0
         self.terminated = self.truncated = False
-        self._cands: list[list[CandidateInfo | None]] = []
+        self._cands: list[list[CandidateInfo | None]] | CandidateTable = []  # the table at the current decision
         self._mask = np.zeros(self.action_space.n, dtype=bool)
         self._advance_until_decision()
         return self._observe(), self._info()
@@ -182,7 +213,7 @@ class GeoPipeEnv(gym.Env):
         self.decisions += 1
         if 0 <= a < self.wait_action and self._mask[a]:
             slot, k = divmod(a, self.num_strategies)
-            sim.launch(sim.waiting[slot], self._cands[slot][k].placement)
+            sim.launch(sim.waiting[slot], self.candidate(slot, k).placement)
             self._advance_until_decision()
         else:
             if a != self.wait_action or not self._mask[a]:
@@ -235,6 +266,10 @@ class GeoPipeEnv(gym.Env):
                 return
             if self.sim.waiting and self._compute_candidates():
                 return
+            # No launch is possible now, and hour ticks change only prices and carbon, which decide no
+            # candidate's feasibility: the ticks before the next arrival or completion hold no decision.
+            if self._skip_quiet_hours:
+                self.sim.advance_quiet_hours(self.scenario.horizon_s)
             if not self._next_event_or_truncate():
                 return
 
@@ -247,6 +282,13 @@ class GeoPipeEnv(gym.Env):
     def _compute_candidates(self) -> bool:
         """Fill the candidate table and mask for the visible queue; True if any launch is possible."""
         sim = self.sim
+        if self._table is not None:
+            rows = self._table.compute(sim.waiting[: self.queue_slots])
+            mask = np.zeros(self.action_space.n, dtype=bool)
+            mask[self.wait_action] = True
+            mask[: rows.size] = rows.reshape(-1) >= 0
+            self._cands, self._mask = self._table, mask
+            return bool(mask[: self.wait_action].any())
         visible = [self.world.jobs[jid] for jid in sim.waiting[: self.queue_slots]]
         ctx = PlacementContext(sim)
         mask = np.zeros(self.action_space.n, dtype=bool)
@@ -281,6 +323,8 @@ class GeoPipeEnv(gym.Env):
 
     def candidate(self, slot: int, strategy: int) -> CandidateInfo | None:
         """The candidate behind action ``slot·K + strategy`` at the current decision (None if masked)."""
+        if isinstance(self._cands, CandidateTable):
+            return self._cands.info(slot, strategy)
         if slot >= len(self._cands):
             return None
         return self._cands[slot][strategy]

@@ -151,10 +151,16 @@ def _sample_arrivals(scenario: Scenario, rng: np.random.Generator) -> list[tuple
     jobs = []
     for t, c in zip(times, rng.choice(len(classes), size=wl.num_jobs, p=weights / weights.sum())):
         job_class = classes[c]
-        model = job_class.models[rng.integers(0, len(job_class.models))]
-        dataset = job_class.datasets[rng.integers(0, len(job_class.datasets))]
+        model = _draw(rng, job_class.models)
+        dataset = _draw(rng, job_class.datasets)
         jobs.append((float(t), model, dataset, None, job_class.shape))
     return jobs
+
+
+def _draw(rng: np.random.Generator, options: tuple):
+    """One of ``options`` drawn uniformly: ``options[rng.integers(0, len(options))]``, without the call when there is
+    one option (numpy returns 0 then without using any random bits, so the stream is the same)."""
+    return options[rng.integers(0, len(options))] if len(options) > 1 else options[0]
 
 
 PROFILE_CACHE_SIZE = 256  # model profiles kept per cache; cleared when full (randomised worlds rarely repeat)

@@ -15,8 +15,12 @@ import math
 
 import numpy as np
 from gymnasium import spaces
+from numba import njit
 
+from geopipe_env.candidate_kernels import candidate_features
+from geopipe_env.candidate_table import CandidateTable
 from geopipe_env.generator import World
+from geopipe_env.physics import kernels
 from geopipe_env.placement import CandidateInfo
 from geopipe_env.simulator import ClusterSim
 from geopipe_env.units import SECONDS_PER_HOUR
@@ -55,6 +59,79 @@ def _normalise_prices(values: np.ndarray) -> np.ndarray:
     """(R, H) prices relative to the regions' mean absolute price in each hour (real prices can be negative)."""
     scale = np.maximum(np.abs(values).mean(axis=0, keepdims=True), 1e-9)
     return values / scale
+
+
+@njit(cache=True)
+def _encode_compiled(
+    template, out, num_regions, region_rows, queue_rows, global_at, util_index,
+    free_gpus, num_gpus, hourly, link_load, capacity, linked, out_links,
+    slot_jobs, job_share, job_log_isolated, job_log_demand, job_arrival_s, now_s, t_ref_s,
+    num_waiting, num_running, num_jobs, total_gpus, start_hour, horizon_s, num_links,
+    candidate_of, candidate_f, candidate_length, slot_isolated_iteration_s, c_ref_usd, carbon_ref_kg, candidate_rows,
+) -> None:
+    """``ObservationEncoder.encode`` of a compiled candidate table into the flat float32 ``out``, operation for
+    operation (numpy's pairwise sums included), so the two observations are equal.
+
+    ``region_rows`` (max_regions, 8), ``queue_rows`` (Q, 6) and ``candidate_rows`` (Q·K, 8) are views of ``out``;
+    ``global_at`` is where the global features start and ``util_index`` (R²,) where the links' utilisations go.
+    """
+    out[:] = template
+    n = num_regions
+    util = np.zeros((n, n))
+    out_util = np.empty(n)
+    for i in range(n):
+        for j in range(n):
+            if linked[i, j]:
+                util[i, j] = link_load[i, j] / capacity[i, j]
+            out[util_index[i * n + j]] = util[i, j]
+        out_util[i] = kernels.pairwise_sum(util[i], n)
+    for i in range(n):
+        row = region_rows[i]
+        row[1] = free_gpus[i] / num_gpus[i]
+        row[3], row[4], row[5] = hourly[i, 0], hourly[i, 1], hourly[i, 2]
+        row[7] = out_util[i] / out_links[i]
+    queue_slots = queue_rows.shape[0]
+    can_start = np.zeros(queue_slots)
+    wan_scale = max(n - 1, 1)
+    candidate_features(candidate_of, candidate_f, candidate_length, slot_isolated_iteration_s, t_ref_s, c_ref_usd,
+                       float(wan_scale), carbon_ref_kg, candidate_rows, can_start)
+    for slot in range(slot_jobs.shape[0]):
+        j = slot_jobs[slot]
+        row = queue_rows[slot]
+        row[0] = 1.0
+        row[1] = job_share[j]
+        row[2] = job_log_isolated[j]
+        row[3] = job_log_demand[j]
+        row[4] = (now_s - job_arrival_s[j]) / t_ref_s
+        row[5] = can_start[slot]
+    hour = (start_hour + now_s / SECONDS_PER_HOUR) % 24.0
+    allocated = total_gpus - float(free_gpus.sum())
+    mean_util = kernels.pairwise_sum(out_util, n) / num_links if num_links else 0.0
+    out[global_at] = np.sin(2 * np.pi * hour / 24.0)
+    out[global_at + 1] = np.cos(2 * np.pi * hour / 24.0)
+    out[global_at + 2] = max(num_waiting - queue_slots, 0) / queue_slots
+    out[global_at + 3] = num_running / max(num_jobs, 1)
+    out[global_at + 4] = allocated / total_gpus
+    out[global_at + 5] = now_s / horizon_s
+    out[global_at + 6] = mean_util
+    for i in range(out.shape[0]):  # np.minimum / np.maximum: a NaN stays NaN
+        if out[i] > OBS_CLIP:
+            out[i] = OBS_CLIP
+        elif out[i] < -OBS_CLIP:
+            out[i] = -OBS_CLIP
+
+
+def warm_up() -> None:
+    """Call the compiled encoder once on a one-region, one-slot observation, so that loading it happens before the
+    first episode (see ``physics.kernels.warm_up``)."""
+    f32 = np.zeros(16, dtype=np.float32)
+    ints, ones = np.zeros(1, dtype=np.int64), np.ones(1)
+    _encode_compiled(
+        f32, f32.copy(), 1, np.zeros((1, 8), dtype=np.float32), np.zeros((1, 6), dtype=np.float32), 0, ints, ints + 1,
+        ints + 1, np.zeros((1, 3), dtype=np.float32), np.zeros((1, 1)), np.ones((1, 1)), np.ones((1, 1), dtype=np.bool_),
+        ints + 1, ints, ones, ones, ones, ones, 0.0, 1.0, 1, 0, 1, 1.0, 0.0, 1.0, 1, np.full((1, 1), -1, dtype=np.int64),
+        np.zeros((1, 7)), ints, ones, 1.0, 1.0, np.zeros((1, 8), dtype=np.float32),
+    )
 
 
 class ObservationEncoder:
@@ -116,15 +193,29 @@ class ObservationEncoder:
         # (H, R, 3): price now, price forecast and carbon per hour, the regions table's columns 3–5.
         self._hourly = np.stack(
             (_normalise_prices(price), _normalise_prices(forecast), world.carbon.values / self.carbon_scale), axis=-1
-        ).transpose(1, 0, 2).astype(np.float32)
+        ).transpose(1, 0, 2).astype(np.float32, order="C")
         self._last_hour = price.shape[1] - 1
+        # Per job, the queue features that do not change while it waits (as encode computes them).
+        jobs = world.jobs
+        self._job_share = np.array([job.num_gpus / self.total_gpus for job in jobs])
+        self._job_log_isolated = np.array([math.log(job.isolated_duration_s / self.t_ref_s) for job in jobs])
+        self._job_log_demand = np.array([math.log(job.typical_demand_gbps / self.median_bw) for job in jobs])
+        self._job_arrival_s = np.array([job.arrival_s for job in jobs])
+        self._job_isolated_iteration_s = np.array([job.isolated_iteration_s for job in jobs])
         self._capacity: tuple = (None, None)  # (the simulator's capacity array, it with zeros replaced by 1)
 
     def _tables(self, flat: np.ndarray) -> list[np.ndarray]:
         """Views of a flat observation as its tables (regions, links, queue, candidates, global)."""
         return [flat[part].reshape(shape) for part, shape in zip(self._slices, self._shapes)]
 
-    def encode(self, sim: ClusterSim, queue: list[int], cands: list[list[CandidateInfo | None]]) -> dict[str, np.ndarray]:
+    def encode(
+        self, sim: ClusterSim, queue: list[int], cands: list[list[CandidateInfo | None]] | CandidateTable
+    ) -> dict[str, np.ndarray]:
+        """The observation of ``sim`` with ``queue`` visible and the candidates ``cands``: per visible slot a row of
+        ``CandidateInfo`` (None where masked; no rows once the episode ended), or the compiled table (then the
+        compiled encoder writes it)."""
+        if isinstance(cands, CandidateTable):
+            return self._encode_compiled(sim, queue, cands)
         w = self.world
         n = w.num_regions
         now = sim.now_s
@@ -192,4 +283,24 @@ class ObservationEncoder:
         )
         np.minimum(flat, OBS_CLIP, out=flat)
         np.maximum(flat, -OBS_CLIP, out=flat)
+        return {key: flat[part] for key, part in zip(self._keys, self._slices)}
+
+    def _encode_compiled(self, sim: ClusterSim, queue: list[int], table: CandidateTable) -> dict[str, np.ndarray]:
+        """:meth:`encode` by the compiled encoder, from the table's arrays."""
+        w = self.world
+        if self._capacity[0] is not sim.capacity_gbps:  # the simulator replaces the array when capacities change
+            self._capacity = (sim.capacity_gbps, np.where(sim.capacity_gbps > 0, sim.capacity_gbps, 1.0))
+        flat = np.empty_like(self._template)
+        regions, _, q, c, g = self._tables(flat)
+        now = sim.now_s
+        hourly = self._hourly[min(int(now // SECONDS_PER_HOUR), self._last_hour)]
+        slot_jobs = table.visible_ids
+        _encode_compiled(
+            self._template, flat, w.num_regions, regions, q, self._slices[4].start, self._util_index,
+            sim.free_gpus, w.num_gpus, hourly, sim.link_load_gbps, self._capacity[1], self._linked, self._out_links,
+            slot_jobs, self._job_share, self._job_log_isolated, self._job_log_demand, self._job_arrival_s, now,
+            self.t_ref_s, len(queue), len(sim.running), len(w.jobs), self.total_gpus, float(w.start_hour),
+            w.horizon_s, self._num_links, table.candidate_of[: table.num_slots], table.candidate_f,
+            table.candidate_length, self._job_isolated_iteration_s[slot_jobs], self.c_ref_usd, self.carbon_ref_kg, c,
+        )
         return {key: flat[part] for key, part in zip(self._keys, self._slices)}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import NamedTuple
@@ -18,11 +19,11 @@ import numpy as np
 
 from geopipe_env.engine import Event, EventKind, EventQueue
 from geopipe_env.generator import Job, World
-from geopipe_env.physics import pipeline, schedule
-from geopipe_env.physics.energy import energy_kwh, gpu_power_w
-from geopipe_env.physics.network import is_stalled, max_min_fair
+from geopipe_env.physics import kernels, pipeline, schedule
+from geopipe_env.physics.energy import gpu_power_w
+from geopipe_env.physics.network import is_stalled
 from geopipe_env import units
-from geopipe_env.units import GRAMS_PER_KG, SECONDS_PER_HOUR, WATTS_PER_KW, transfer_time_s
+from geopipe_env.units import SECONDS_PER_HOUR, WATTS_PER_KW, transfer_time_s
 
 
 class JobStatus(IntEnum):
@@ -61,7 +62,7 @@ class InfeasiblePlacement(ValueError):
     """A placement that cannot be launched now (not enough GPUs, memory, or a missing link)."""
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(slots=True, eq=False)
 class Layout:
     """A placement at the current line rates: its no-stall demand, its iteration time and power as functions of
     the allocated rate, and its links (the per-stage arrays behind them: :meth:`ClusterSim._stage_arrays`)."""
@@ -69,6 +70,8 @@ class Layout:
     demand_gbps: float
     timing: PlacementTiming
     wan_link_index: tuple[int, ...]  # the placement's directed WAN links as flat indices into (R, R)
+    # The same stages with no WAN boundary (ClusterSim.local_iteration_s_of), set at the layout's first launch.
+    local_iteration_s: float = float("nan")
 
 
 @functools.lru_cache(maxsize=1024)
@@ -159,26 +162,40 @@ class PlacementTiming:
         return power
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class RunningJob:
-    """Mutable state of a job while it runs."""
+    """Mutable state of a job while it runs. Its progress, iteration time, WAN traffic and power are kept in
+    ``sim``'s per-job arrays, which the compiled kernels advance; the properties here read and write them."""
 
+    sim: ClusterSim = field(repr=False)
     job: Job
     placement: Placement
     gpus: np.ndarray  # (R,) GPUs held per region
     layout: Layout  # refreshed when line rates change
-    remaining_iters: float
-    rate_gbps: float = 0.0
-    iteration_s: float = 0.0
     stalled: bool = False
     version: int = 0
-    power_w: np.ndarray | None = None  # (R,)
-    wan_bytes_per_s: float = 0.0
-    capacity_version: int = -1  # of the line rates ``layout`` and the timing above were computed at
 
     @property
     def demand_gbps(self) -> float:
         return self.layout.demand_gbps
+
+    rate_gbps = property(lambda self: self._value("_rate_gbps"), doc="the rate per WAN hop it was last timed at")
+    capacity_version = property(
+        lambda self: int(self.sim._timed_at_capacity[self.job.job_id]),
+        doc="the line rates (ClusterSim._capacity_version) ``layout`` and its timing were computed at",
+    )
+    remaining_iters = property(lambda self: self._value("_remaining_iters"), doc="iterations left")
+    iteration_s = property(lambda self: self._value("_iteration_s"), doc="iteration time at its rate")
+    wan_bytes_per_s = property(lambda self: self._value("_wan_bytes_per_s"), doc="bytes sent over WAN links per second")
+
+    @property
+    def power_w(self) -> np.ndarray:
+        """(R,) facility power per region (a view of the simulator's table: copy it to keep it)."""
+        return self.sim._power_w[self.job.job_id]
+
+    def _value(self, array: str) -> float:
+        """This job's entry of one of the simulator's per-job arrays, as a Python float."""
+        return float(getattr(self.sim, array)[self.job.job_id])
 
 
 class Estimate(NamedTuple):
@@ -221,12 +238,23 @@ class ClusterSim:
         self.waiting: list[int] = []  # job ids in arrival order
         self.running: dict[int, RunningJob] = {}
         self.placements: dict[int, Placement] = {}
-        self.energy_kwh = 0.0
-        self.cost_usd = 0.0
-        self.carbon_kg = 0.0
-        self.wan_bytes = 0.0
-        self.gpu_seconds = 0.0  # allocated GPU·s
-        self.job_seconds = 0.0  # Σ over jobs in system of time: the JCT integral
+        # energy kWh, cost USD, carbon kg, WAN bytes, allocated GPU·s and job·s (Σ over jobs in the system of
+        # time: the JCT integral), by kernels.ENERGY_KWH … JOB_SECONDS; read through the properties below.
+        self._totals = np.zeros(6)
+        # Per job id, while it runs: iterations left, iteration time, WAN bytes per second, power per region,
+        # demand, and its directed WAN links as flat indices into (R, R) (RunningJob reads these).
+        self._remaining_iters = np.zeros(n_jobs)
+        self._iteration_s = np.zeros(n_jobs)
+        self._wan_bytes_per_s = np.zeros(n_jobs)
+        self._power_w = np.zeros((n_jobs, world.num_regions))
+        self._demand_gbps = np.zeros(n_jobs)
+        self._job_links = np.zeros((n_jobs, max(2 * (world.num_regions - 1), 1)), dtype=np.int64)
+        self._job_num_links = np.zeros(n_jobs, dtype=np.int64)
+        self._rates = np.zeros(n_jobs)  # the last allocation
+        self._rate_gbps = np.zeros(n_jobs)  # the rate each job was last timed at
+        self._timed_at_capacity = np.full(n_jobs, -1, dtype=np.int64)  # and the capacity version
+        self._stale = np.zeros(n_jobs, dtype=np.int64)  # scratch: the jobs to retime
+        self._running_ids = np.zeros(0, dtype=np.int64)  # the running jobs' ids, in ``running``'s order
         self.region_power_w = np.zeros(world.num_regions)
         self._region_kw = (np.zeros(world.num_regions), 0.0)  # region_power_w in kW, and its sum in W
         self.link_load_gbps = np.zeros((world.num_regions, world.num_regions))
@@ -239,8 +267,9 @@ class ClusterSim:
             not r.price_usd_per_kwh.is_constant or (r.carbon_g_per_kwh is not None and not r.carbon_g_per_kwh.is_constant)
             for r in sc.regions
         )
-        if self._time_varying:
-            self._events.push(SECONDS_PER_HOUR, Event(EventKind.HOUR_TICK))
+        # The next hour tick: kept beside the heap (there is at most one), so that the next arrival or completion
+        # is the heap's top and a run of quiet hours can be taken at once (advance_quiet_hours).
+        self._tick_s = SECONDS_PER_HOUR if self._time_varying else float("inf")
         self.capacity_gbps = self._capacity_at(0.0)
         self._capacity_version = 0  # bumps when background traffic changes capacities
         # (job profile, placement, capacity version) → stage arrays, demand and timing (read-only): timing is
@@ -252,7 +281,21 @@ class ClusterSim:
         self._idle_power_w = world.idle_watts * world.pue  # per unallocated GPU, billed if the scenario says so
         self._allocated_gpus = 0  # Σ (num_gpus − free_gpus)
         self._has_carbon = bool(world.carbon.values.any())
-        self._cumulative: tuple[float, np.ndarray | None, np.ndarray | None] = (float("nan"), None, None)
+        # The hourly series as kernels.advance_interval reads them.
+        self._series = (world.price.prefix_h, world.price.values, world.carbon.prefix_h, world.carbon.values,
+                        self._has_carbon)
+
+    def _jobs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The running jobs as kernels.advance_interval reads them: their ids, then the per-job arrays it uses."""
+        return self._running_ids, self._remaining_iters, self._iteration_s, self._wan_bytes_per_s
+
+    # ------------------------------------------------------------------ totals
+    energy_kwh = property(lambda self: float(self._totals[kernels.ENERGY_KWH]), doc="facility energy so far, kWh")
+    cost_usd = property(lambda self: float(self._totals[kernels.COST_USD]), doc="electricity cost so far, USD")
+    carbon_kg = property(lambda self: float(self._totals[kernels.CARBON_KG]), doc="carbon so far, kg")
+    wan_bytes = property(lambda self: float(self._totals[kernels.WAN_BYTES]), doc="bytes sent over WAN links so far")
+    gpu_seconds = property(lambda self: float(self._totals[kernels.GPU_SECONDS]), doc="allocated GPU·s so far")
+    job_seconds = property(lambda self: float(self._totals[kernels.JOB_SECONDS]), doc="Σ over jobs in system of time")
 
     # ------------------------------------------------------------------ time
     def _capacity_at(self, t_s: float) -> np.ndarray:
@@ -267,49 +310,30 @@ class ClusterSim:
         return len(self.running) == 0 and len(self.waiting) == 0 and self._pending == 0
 
     def next_event_s(self) -> float:
-        return self._events.peek()
+        return min(self._events.peek(), self._tick_s)
+
+    def _billed_power(self) -> tuple[np.ndarray, float]:
+        """(R,) billed power per region in kW, and its sum in W (constant between events)."""
+        if self.world.scenario.bill_idle_capacity:
+            power = self.region_power_w + self.free_gpus * self._idle_power_w
+            return power / WATTS_PER_KW, float(power.sum())
+        return self._region_kw
 
     def advance_to(self, t_s: float) -> None:
         """Integrate progress, energy, cost and carbon from ``now`` to ``t_s`` (no event may lie between)."""
-        dt = t_s - self.now_s
-        if dt <= 0.0:
+        if t_s <= self.now_s:
             return
-        w = self.world
-        wan_bytes = self.wan_bytes
-        for rj in self.running.values():
-            rj.remaining_iters -= dt / rj.iteration_s
-            wan_bytes += rj.wan_bytes_per_s * dt
-        self.wan_bytes = wan_bytes
-        if w.scenario.bill_idle_capacity:
-            power = self.region_power_w + self.free_gpus * self._idle_power_w
-            kw, total_w = power / WATTS_PER_KW, float(power.sum())
-        else:
-            kw, total_w = self._region_kw
-        self.energy_kwh += energy_kwh(total_w, dt)
-        # ∫price and ∫carbon over [now, t] as differences of running integrals, as HourlyIntegral.integral does.
-        price_then, carbon_then = self._cumulative_at(self.now_s)
-        price_now, carbon_now = self._cumulative_at(t_s)
-        self.cost_usd += float(kw @ (price_now - price_then))
-        if carbon_now is not None:  # else the carbon series is all zero and so is its integral
-            self.carbon_kg += float(kw @ (carbon_now - carbon_then)) / GRAMS_PER_KG
-        self.gpu_seconds += float(self._allocated_gpus) * dt
-        self.job_seconds += (len(self.waiting) + len(self.running)) * dt
+        kw, total_w = self._billed_power()
+        kernels.advance_interval(
+            self.now_s, t_s, self._jobs(), kw, total_w, self._series, self._allocated_gpus,
+            len(self.waiting) + len(self.running), self._totals,
+        )
         self.now_s = t_s
 
-    def _cumulative_at(self, t_s: float) -> tuple[np.ndarray, np.ndarray | None]:
-        """(R,) ∫price and ∫carbon intensity from 0 to ``t_s`` (carbon None when its series is all zero).
-
-        Memoises the last time asked: each advance starts where the previous one ended.
-        """
-        if t_s != self._cumulative[0]:
-            w = self.world
-            carbon = w.carbon.cumulative(t_s) if self._has_carbon else None
-            self._cumulative = (t_s, w.price.cumulative(t_s), carbon)
-        return self._cumulative[1], self._cumulative[2]
-
     def step_event(self) -> bool:
-        """Advance to the next event and process every event at that instant. False if none is left."""
-        t = self._events.peek()
+        """Advance to the next event and process every event at that instant (the hour tick last, as its kind's
+        priority says). False if none is left."""
+        t = self.next_event_s()
         if t == float("inf"):
             return False
         self.advance_to(t)
@@ -317,9 +341,25 @@ class ClusterSim:
         while self._events.peek() == t:
             _, ev = self._events.pop()
             changed |= self._handle(ev)
+        if self._tick_s == t:
+            changed |= self._hour_tick()
         if changed:
             self._recompute_rates()
         return True
+
+    def advance_quiet_hours(self, limit_s: float) -> None:
+        """Process, as :meth:`step_event` would one by one, every hour tick before the next arrival or completion
+        and at or before ``limit_s``, when the caller knows that nothing it decides depends on prices or carbon
+        until then. Does nothing with background traffic, whose hourly capacities change the rates."""
+        if self.world.scenario.network.background is not None or self._tick_s >= self._events.peek():
+            return
+        if self._tick_s > limit_s:
+            return
+        kw, total_w = self._billed_power()
+        self.now_s, self._tick_s = kernels.advance_hours(
+            self.now_s, self._tick_s, self._events.peek(), limit_s, self._jobs(), kw, total_w, self._series,
+            self._allocated_gpus, len(self.waiting) + len(self.running), self._totals,
+        )
 
     def _handle(self, ev: Event) -> bool:
         """Apply one event; True if link rates need recomputing."""
@@ -334,8 +374,12 @@ class ClusterSim:
                 return False  # superseded by a later rate change
             self._finish(rj)
             return True
-        # Hour tick: prices change (read lazily from the series); background traffic changes capacities.
-        self._events.push(self.now_s + SECONDS_PER_HOUR, Event(EventKind.HOUR_TICK))
+        raise ValueError(f"unexpected event {ev!r}: hour ticks are not kept in the heap")
+
+    def _hour_tick(self) -> bool:
+        """Prices change (read lazily from the series); background traffic changes capacities. True if link
+        rates need recomputing."""
+        self._tick_s = self.now_s + SECONDS_PER_HOUR
         if self.world.scenario.network.background is not None:
             self.capacity_gbps = self._capacity_at(self.now_s)
             self._capacity_version += 1
@@ -345,6 +389,7 @@ class ClusterSim:
     def _finish(self, rj: RunningJob) -> None:
         jid = rj.job.job_id
         del self.running[jid]
+        self._running_ids = np.array(list(self.running), dtype=np.int64)
         self.free_gpus += rj.gpus
         self._allocated_gpus -= int(rj.gpus.sum())
         self.status[jid] = JobStatus.DONE
@@ -383,6 +428,16 @@ class ClusterSim:
             links = tuple(int(a) * num_regions + int(b) for a, b in placement.links)
             cached = self._layout_cache[key] = Layout(self.demand_gbps(job, forward), timing, links)
         return cached
+
+    def timing_parts(self, job: Job, placement: Placement) -> tuple[pipeline.ModelParts, float]:
+        """The analytic model of ``placement``'s iteration at the current line rates, taken apart
+        (:func:`pipeline.model_parts`), and its no-stall demand: what :class:`PlacementTiming` evaluates,
+        for the compiled candidate table."""
+        forward, transfer, latency, _ = self._stage_arrays(job, placement)
+        backward = pipeline.BACKWARD_TO_FORWARD * forward
+        schedule_name = self.world.scenario.pipeline_schedule
+        parts = pipeline.model_parts(forward, backward, transfer, latency, job.num_microbatches, schedule_name)
+        return parts, self.demand_gbps(job, forward)
 
     def local_iteration_s_of(self, job: Job, placement: Placement) -> float:
         """Iteration time of ``placement``'s stages with every boundary inside one region (intra-region link and
@@ -467,66 +522,65 @@ class ClusterSim:
         gpus = np.zeros(self.world.num_regions, dtype=np.int64)
         for r, n in zip(placement.regions, placement.stages):
             gpus[r] = n * job.stage_gpus
-        rj = RunningJob(
-            job=job, placement=placement, gpus=gpus, layout=self.layout(job, placement), remaining_iters=float(job.iterations)
-        )
+        rj = RunningJob(sim=self, job=job, placement=placement, gpus=gpus, layout=self.layout(job, placement))
+        self._remaining_iters[job_id] = float(job.iterations)
+        self._iteration_s[job_id] = 0.0
+        self._wan_bytes_per_s[job_id] = 0.0
+        self._rate_gbps[job_id] = 0.0
+        self._timed_at_capacity[job_id] = -1
+        self._demand_gbps[job_id] = rj.layout.demand_gbps
+        links = rj.layout.wan_link_index
+        self._job_links[job_id, : len(links)] = links
+        self._job_num_links[job_id] = len(links)
         self.free_gpus -= gpus
         self._allocated_gpus += int(gpus.sum())
         self.waiting.remove(job_id)
         self.status[job_id] = JobStatus.RUNNING
         self.start_s[job_id] = self.now_s
-        self.local_iteration_s[job_id] = self.local_iteration_s_of(job, placement)
+        if math.isnan(rj.layout.local_iteration_s):
+            rj.layout.local_iteration_s = self.local_iteration_s_of(job, placement)
+        self.local_iteration_s[job_id] = rj.layout.local_iteration_s
         self.running[job_id] = rj
+        self._running_ids = np.array(list(self.running), dtype=np.int64)
         self.placements[job_id] = placement
         self.gpu_timeline.append((self.now_s, self.world.num_gpus - self.free_gpus))
         self._recompute_rates()
 
     def _recompute_rates(self) -> None:
-        """Max-min fair rates for all running jobs on all directed links, then timing, power and completions."""
-        jobs = list(self.running.values())
-        demand = np.array([rj.demand_gbps for rj in jobs])
+        """Max-min fair rates for all running jobs on all directed links (``kernels.max_min_rates``: the
+        progressive filling of ``network.max_min_fair``), then timing, power and completions."""
         num_regions = self.world.num_regions
+        ids = self._running_ids
         link_load = np.zeros(num_regions * num_regions)
-        # usage[j, l]: whether job j sends on link l, over the directed links in use (flat indices into (R, R)).
-        column: dict[int, int] = {}
-        rows: list[int] = []
-        columns: list[int] = []
-        for j, rj in enumerate(jobs):
-            for link in rj.layout.wan_link_index:
-                rows.append(j)
-                columns.append(column.setdefault(link, len(column)))
-        if column:
-            links = list(column)
-            usage = np.zeros((len(jobs), len(links)))
-            usage[rows, columns] = 1.0
-            capacity = self.capacity_gbps.ravel()[links]
-            rates = max_min_fair(demand, usage, capacity)
-            link_load[links] = load = usage.T @ rates
-            self.max_link_utilization = max(self.max_link_utilization, float((load / capacity).max()))
-        else:
-            rates = demand
+        self.max_link_utilization = kernels.max_min_rates(
+            ids, self._demand_gbps, self._job_links, self._job_num_links, self.capacity_gbps.ravel(), self._rates,
+            link_load, self.max_link_utilization,
+        )
         self.link_load_gbps = link_load.reshape(num_regions, num_regions)
-        self.region_power_w = np.zeros(num_regions)
-        for rj, rate in zip(jobs, rates.tolist()):
-            if rate != rj.rate_gbps or rj.capacity_version != self._capacity_version:
-                self._retime(rj, rate)
-            self.region_power_w += rj.power_w
-        self._region_kw = (self.region_power_w / WATTS_PER_KW, float(self.region_power_w.sum()))
+        stale = self._stale
+        count = kernels.stale_jobs(ids, self._rates, self._rate_gbps, self._timed_at_capacity, self._capacity_version, stale)
+        for jid in stale[:count].tolist():
+            self._retime(self.running[jid], float(self._rates[jid]))
+        self.region_power_w = power = np.zeros(num_regions)
+        kw = np.empty(num_regions)
+        self._region_kw = (kw, kernels.region_power(self._power_w, ids, power, kw))
 
     def _retime(self, rj: RunningJob, rate_gbps: float) -> None:
         """Give a running job a new rate (or new line rates): timing, power, and a new completion if it moved."""
         job = rj.job
+        jid = job.job_id
         rj.layout = lay = self.layout(job, rj.placement)
-        rj.capacity_version = self._capacity_version
+        self._demand_gbps[jid] = lay.demand_gbps
+        self._timed_at_capacity[jid] = self._capacity_version
         t_iter, power = lay.timing.at(rate_gbps)
-        rj.rate_gbps = rate_gbps
+        self._rate_gbps[jid] = rate_gbps
         rj.stalled = bool(rj.placement.num_wan_hops) and is_stalled(rate_gbps, rj.demand_gbps)
-        self.ever_stalled[job.job_id] |= rj.stalled
-        rj.power_w = power
+        self.ever_stalled[jid] |= rj.stalled
+        self._power_w[jid] = power
         per_iter_bytes = 2.0 * job.num_microbatches * job.wan_message_bytes * rj.placement.num_wan_hops
-        rj.wan_bytes_per_s = per_iter_bytes / t_iter
-        if t_iter != rj.iteration_s:
-            rj.iteration_s = t_iter
+        self._wan_bytes_per_s[jid] = per_iter_bytes / t_iter
+        if t_iter != self._iteration_s[jid]:
+            self._iteration_s[jid] = t_iter
             rj.version += 1
             finish = self.now_s + max(rj.remaining_iters, 0.0) * t_iter
-            self._events.push(finish, Event(EventKind.COMPLETION, job.job_id, rj.version))
+            self._events.push(finish, Event(EventKind.COMPLETION, jid, rj.version))

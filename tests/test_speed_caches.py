@@ -117,3 +117,15 @@ def test_background_traffic_episodes_do_not_share_layouts(tmp_path):
     fresh = [_episode(gym.make("GeoPipe-v0", scenario=str(path)).unwrapped, s) for s in (5, 6)]
     assert carried == fresh
     assert len(shared._layouts[1]) == 0 and len(shared.sim._layout_cache) > 0
+
+
+def test_a_draw_from_one_option_leaves_the_stream_as_numpy_does():
+    """generator._draw skips numpy's call for a single option: the random stream after it is the one after
+    ``rng.integers(0, 1)``, and with several options it is the call itself."""
+    skipped, called = np.random.default_rng(3), np.random.default_rng(3)
+    assert generator._draw(skipped, ("only",)) == "only"
+    called.integers(0, 1)
+    assert skipped.random() == called.random()
+    options = ("a", "b", "c")
+    assert generator._draw(skipped, options) == options[called.integers(0, 3)]
+    assert skipped.random() == called.random()

@@ -39,6 +39,11 @@ class HourlyIntegral:
         self._columns: dict[int, tuple[list[float], list[float]]] = {}
 
     @property
+    def prefix_h(self) -> np.ndarray:
+        """(num_series, num_hours + 1) ∫ value dt from hour 0 to the start of each hour, in value·hours."""
+        return self._prefix_h
+
+    @property
     def num_hours(self) -> int:
         return self.values.shape[1]
 

@@ -53,6 +53,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from geopipe_env.physics import kernels
 from geopipe_env.units import BF16_BYTES, BITS_PER_BYTE, BITS_PER_GBIT, BYTES_PER_GB, FLOPS_PER_TFLOP
 
 GPIPE = "gpipe"
@@ -425,6 +426,98 @@ def iteration_time(
     return IterationTime(total_s=total, compute_s=busy, comm_s=fill, bubble_s=max(total - busy - fill, 0.0))
 
 
+# How an IterationModel evaluates (ModelParts.kind).
+MODEL_GPIPE, MODEL_UNIFORM, MODEL_ROUND_TRIP, MODEL_PATHS = range(4)
+
+
+class ModelParts(NamedTuple):
+    """An :class:`IterationModel` taken apart (see :func:`model_parts`).
+
+    For MODEL_PATHS the 1F1B path family of :func:`_longest_s` is folded (``kernels.fold_paths``) into lines in the
+    time of one step (``step_s = max(last_stage_s, the bottleneck link's time per step)``): the longest path is
+    ``max(constant_s, max(tail_intercept + tail_slope·step_s), max((segment_start + segment_slope·step_s) +
+    segment_end))``, the same floating-point operations as :func:`_longest_s` takes on each path, with the paths
+    that cannot be the longest at any step left out.
+    """
+
+    kind: int  # MODEL_GPIPE, MODEL_UNIFORM (1F1B closed form), MODEL_ROUND_TRIP (1F1B, M = 1) or MODEL_PATHS
+    num_microbatches: int
+    base_s: float  # one micro-batch's round trip, Σ(f+b) + 2Σ(x+l)
+    max_x: float  # the slowest hop's transfer time
+    max_f: float  # GPipe only
+    max_b: float  # GPipe only
+    uniform: tuple[float, float, float, float]  # (f, S, x, l) of identical stages and hops (MODEL_UNIFORM)
+    last_stage_s: float  # MODEL_PATHS: f + b of the last stage, the least a step takes
+    constant_s: float  # MODEL_PATHS: the longest path whose length does not depend on the step
+    tail_slope: np.ndarray  # (T,) steps after the tail loops, one line per count
+    tail_intercept: np.ndarray  # (T,) the longest tail loops before that many steps
+    segment_slope: np.ndarray  # (G,) pre steps before the copies of a segment
+    segment_start: np.ndarray  # (G,) the copies
+    segment_end: np.ndarray  # (G,) what follows them
+
+
+def _model_scalars(
+    forward_s: np.ndarray,
+    backward_s: np.ndarray,
+    hop_transfer_s: np.ndarray,
+    hop_latency_s: np.ndarray,
+    num_microbatches: int,
+    schedule: str,
+) -> tuple[int, float, float, float, float, tuple[float, float, float, float]]:
+    """``(kind, base_s, max_x, max_f, max_b, uniform)`` of a layout's :class:`IterationModel` (see
+    :class:`ModelParts`): which evaluation it takes, and its scalars."""
+    stage_s = forward_s + backward_s
+    base_s = float(stage_s.sum()) + 2.0 * float(hop_transfer_s.sum() + hop_latency_s.sum())
+    max_x = float(hop_transfer_s.max()) if hop_transfer_s.size else 0.0
+    if schedule == GPIPE:
+        return MODEL_GPIPE, base_s, max_x, float(forward_s.max()), float(backward_s.max()), (0.0, 0.0, 0.0, 0.0)
+    if num_microbatches <= 1:
+        return MODEL_ROUND_TRIP, base_s, max_x, 0.0, 0.0, (0.0, 0.0, 0.0, 0.0)
+    f = float(forward_s[0])
+    lat = float(hop_latency_s[0]) if hop_latency_s.size else 0.0
+    uniform = (f, float(forward_s.shape[0]), max_x, lat)
+    if (
+        (forward_s == f).all()
+        and (backward_s == BACKWARD_TO_FORWARD * f).all()
+        and (hop_transfer_s == max_x).all()
+        and (hop_latency_s == lat).all()
+    ):
+        return MODEL_UNIFORM, base_s, max_x, 0.0, 0.0, uniform
+    return MODEL_PATHS, base_s, max_x, 0.0, 0.0, (0.0, 0.0, 0.0, 0.0)
+
+
+def model_parts(
+    forward_s: np.ndarray,
+    backward_s: np.ndarray,
+    hop_transfer_s: np.ndarray,
+    hop_latency_s: np.ndarray,
+    num_microbatches: int,
+    schedule: str = ONE_F_ONE_B,
+) -> ModelParts:
+    """The :class:`IterationModel` of a layout taken apart (arguments as :func:`iteration_time`): the input of its
+    compiled evaluation (:func:`geopipe_env.physics.kernels.iteration_total_s`), which equals
+    :meth:`IterationModel.total_s` bit for bit. The 1F1B path family is built and folded in compiled code
+    (``kernels.fixed_paths``, ``kernels.fold_paths``), from this module's path tables."""
+    kind, base_s, max_x, max_f, max_b, uniform = _model_scalars(
+        forward_s, backward_s, hop_transfer_s, hop_latency_s, num_microbatches, schedule
+    )
+    empty = np.zeros(0)
+    last_stage_s, folded = 0.0, (0.0, empty, empty, empty, empty, empty)
+    if kind == MODEL_PATHS:
+        n = num_microbatches - 1
+        tab = _path_tables(forward_s.shape[0], n)
+        last_stage_s, other_s, tail_s, loops_only_s, segments_s, pre_loop_s, post_s = kernels.fixed_paths(
+            forward_s, backward_s, hop_transfer_s, hop_latency_s, n, tab.run_reach, tab.held, tab.turn_stage,
+            tab.turn_reach, tab.turn_hop_reach, tab.turn_held, tab.turn_cycles, tab.turn_segment, tab.turn_steps,
+            tab.tail_copies, tab.tail_width, tab.full_loops, tab.part_loop, tab.copies, tab.segment, tab.pre_loop,
+            tab.post_width, tab.cool_steps, tab.first_reach,
+        )
+        folded = kernels.fold_paths(
+            tail_s, tab.tail_rest, loops_only_s, other_s, segments_s, tab.pre, pre_loop_s, post_s
+        )
+    return ModelParts(kind, num_microbatches, base_s, max_x, max_f, max_b, uniform, last_stage_s, *folded)
+
+
 class IterationModel:
     """:func:`iteration_time`'s ``total_s`` for one stage/hop layout, as a cheap function of ``min_cadence_s``.
 
@@ -449,27 +542,14 @@ class IterationModel:
         """Precompute everything that does not depend on the cadence floor (arguments as :func:`iteration_time`)."""
         self._schedule = schedule
         self._m = num_microbatches
-        stage_s = forward_s + backward_s
-        self._base_s = float(stage_s.sum()) + 2.0 * float(hop_transfer_s.sum() + hop_latency_s.sum())
-        self._max_x = float(hop_transfer_s.max()) if hop_transfer_s.size else 0.0
-        self._max_f = self._max_b = 0.0  # GPipe only
-        self._uniform: tuple[float, float, float, float] | None = None
+        kind, self._base_s, self._max_x, self._max_f, self._max_b, uniform = _model_scalars(
+            forward_s, backward_s, hop_transfer_s, hop_latency_s, num_microbatches, schedule
+        )
+        self._uniform: tuple[float, float, float, float] | None = uniform if kind == MODEL_UNIFORM else None
         self._paths: _FixedPaths | None = None
-        n = num_microbatches - 1
-        if schedule == GPIPE:
-            self._max_f, self._max_b = float(forward_s.max()), float(backward_s.max())
-        elif n > 0:
-            f, x = float(forward_s[0]), self._max_x
-            lat = float(hop_latency_s[0]) if hop_latency_s.size else 0.0
-            if (
-                (forward_s == f).all()
-                and (backward_s == BACKWARD_TO_FORWARD * f).all()
-                and (hop_transfer_s == x).all()
-                and (hop_latency_s == lat).all()
-            ):
-                self._uniform = (f, float(forward_s.shape[0]), x, lat)
-            else:
-                self._paths = _fixed_paths(forward_s, backward_s, stage_s, hop_transfer_s, hop_latency_s, n)
+        if kind == MODEL_PATHS:
+            stage_s = forward_s + backward_s
+            self._paths = _fixed_paths(forward_s, backward_s, stage_s, hop_transfer_s, hop_latency_s, num_microbatches - 1)
 
     def total_s(self, min_cadence_s: float = 0.0) -> float:
         """``iteration_time(..., min_cadence_s).total_s`` for this layout."""

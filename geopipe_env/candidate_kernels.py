@@ -1,0 +1,451 @@
+"""Layer 5: the candidate table of the built-in strategies in compiled code (numba, cached on disk).
+
+:func:`candidate_table` computes, for every visible job, the placements of the five named strategies
+(``bace-pipe`` with its default reading, ``cr-lcf``, ``cr-ldf``, ``lcf``, ``ldf``), the pool of those and every
+single region that holds the job, each pool entry's estimate, cost and carbon, and the ``fastest`` /
+``cheapest`` / ``greenest`` choices: what :func:`geopipe_env.placement.candidate_row` computes in Python, which
+stays the reference (``tests/test_candidate_kernels.py`` checks the two against each other), decision for
+decision. Ties, orders and arithmetic follow the Python code step by step, so the same placements come out and
+the numbers agree to rounding. Every job's timing is read from a :class:`geopipe_env.layout_table.LayoutTable`;
+a placement whose layout is not stored yet is reported back as a miss for the caller to add.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from geopipe_env.physics import kernels
+from geopipe_env.physics.kernels import LF_ALLREDUCE, LF_DEMAND, LF_WAN_BYTES
+from geopipe_env.units import BITS_PER_BYTE, BITS_PER_GBIT, GRAMS_PER_KG, SECONDS_PER_HOUR, WATTS_PER_KW
+
+# Strategy codes, in placement.POOLED_FROM order, then the selectors.
+BACE_PIPE, CR_LCF, CR_LDF, LCF, LDF, FASTEST, CHEAPEST, GREENEST = range(8)
+CODES = {"bace-pipe": 0, "cr-lcf": 1, "cr-ldf": 2, "lcf": 3, "ldf": 4, "fastest": 5, "cheapest": 6, "greenest": 7}
+NUM_NAMED = 5
+# Columns of a profile's ints and of a candidate's floats.
+P_TABLE_ID, P_STAGES, P_STAGE_GPUS, P_MICROBATCHES = range(4)
+C_ITERATION, C_DURATION, C_COST, C_CARBON, C_RATE, C_DEMAND, C_STALLED = range(7)
+NUM_CANDIDATE_FLOATS = 7
+# Path growth scores: -price of the new region (cr-lcf); free stages and spare bandwidth (cr-ldf); spare
+# bandwidth (bace-pipe).
+_BY_PRICE, _BY_FREE_AND_SPARE, _BY_SPARE = range(3)
+_GPU_BUSY_PER_FORWARD = 1.0 + kernels.BACKWARD_TO_FORWARD  # forward + backward, in forward times
+
+
+@njit(cache=True)
+def _before(key_a: float, a: int, key_b: float, b: int) -> bool:
+    """``(key_a, a) < (key_b, b)``: Python's order of ``(key, region)`` tuples."""
+    return key_a < key_b or (key_a == key_b and a < b)
+
+
+@njit(cache=True)
+def _sort_by(keys: np.ndarray, regions: np.ndarray, count: int) -> None:
+    """Sort ``regions[:count]`` in place by ``(keys[r], r)`` (``sorted(regions, key=lambda r: (keys[r], r))``)."""
+    for i in range(1, count):
+        r = regions[i]
+        j = i - 1
+        while j >= 0 and _before(keys[r], r, keys[regions[j]], regions[j]):
+            regions[j + 1] = regions[j]
+            j -= 1
+        regions[j + 1] = r
+
+
+@njit(cache=True)
+def _admits(a: int, b: int, spare: np.ndarray, latency: np.ndarray, forward: np.ndarray, wan_bytes: float) -> bool:
+    """``placement.comm_fits_compute``: ``d·A·8/B_avail + latency <= t_f + t_b`` on boundary a→b."""
+    free_bw = min(spare[a, b], spare[b, a])
+    if free_bw <= 0.0:
+        return False
+    comm_s = wan_bytes * BITS_PER_BYTE / (free_bw * BITS_PER_GBIT) + latency[a, b]
+    return comm_s <= _GPU_BUSY_PER_FORWARD * min(forward[a], forward[b])
+
+
+@njit(cache=True)
+def _grow_path(start, needed, free, bandwidth, spare, latency, forward, wan_bytes, price, score_kind, max_free, max_bw,
+               admissible, both_ends, path, in_path) -> int:
+    """``placement._grow_path``: the path's length in ``path`` (0 if it cannot hold ``needed`` stages)."""
+    num_regions = free.shape[0]
+    in_path[:] = False
+    path[0] = start
+    in_path[start] = True
+    length = 1
+    held = free[start]
+    while held < needed:
+        best, best_score, at_head = -1, -np.inf, False
+        num_ends = 2 if both_ends and length > 1 else 1
+        for e in range(num_ends):
+            end = path[length - 1] if e == 0 else path[0]
+            for new in range(num_regions):
+                if bandwidth[end, new] <= 0.0 or free[new] <= 0 or in_path[new]:
+                    continue
+                if admissible and not _admits(end, new, spare, latency, forward, wan_bytes):
+                    continue
+                if score_kind == _BY_PRICE:
+                    score = -price[new]
+                elif score_kind == _BY_FREE_AND_SPARE:
+                    score = free[new] / max_free + spare[end, new] / max_bw
+                else:
+                    score = spare[end, new]
+                if score > best_score:
+                    best, best_score, at_head = new, score, e == 1
+        if best < 0:
+            return 0
+        if at_head:
+            for i in range(length, 0, -1):
+                path[i] = path[i - 1]
+            path[0] = best
+        else:
+            path[length] = best
+        in_path[best] = True
+        length += 1
+        held += free[best]
+    return length
+
+
+@njit(cache=True)
+def _fill_in_order(path, length, free, needed, regions, stages) -> int:
+    """``placement._fill_in_order``: the placement's length in ``regions``/``stages`` (0 if none)."""
+    placed, count = 0, 0
+    for i in range(length):
+        r = path[i]
+        take = min(free[r], needed - placed)
+        if take > 0:
+            regions[count] = r
+            stages[count] = take
+            count += 1
+            placed += take
+        if placed == needed:
+            return count
+    return 0
+
+
+@njit(cache=True)
+def _cost_min_allocate(path, length, free, needed, rank, regions, stages, order) -> int:
+    """``placement.cost_min_allocate``: one stage per path region, the rest in ascending cost; length or 0."""
+    if length > needed:
+        return 0
+    for i in range(length):
+        if free[path[i]] < 1:
+            return 0
+        regions[i] = path[i]
+        stages[i] = 1
+        order[i] = path[i]
+    _sort_by(rank, order, length)
+    left = needed - length
+    for j in range(length):
+        r = order[j]
+        take = min(free[r] - 1, left)
+        for i in range(length):
+            if regions[i] == r:
+                stages[i] += take
+        left -= take
+    return 0 if left > 0 else length
+
+
+@njit(cache=True)
+def _best_single(free, needed, keys) -> int:
+    """``placement.single_region``: the region minimising ``(keys[r], r)`` that holds ``needed`` stages, or -1."""
+    best = -1
+    for r in range(free.shape[0]):
+        if free[r] >= needed and (best < 0 or _before(keys[r], r, keys[best], best)):
+            best = r
+    return best
+
+
+@njit(cache=True)
+def _named(code, free, free_gpus, needed, bandwidth, spare, max_spare, latency, forward, wan_bytes, price, rank,
+           regions, stages, path, in_path, order) -> int:
+    """The placement of named strategy ``code`` (``placement.BASE_STRATEGIES``) in ``regions``/``stages``; its
+    length, 0 if the strategy finds none."""
+    num_regions = free.shape[0]
+    if code == LCF or code == LDF:
+        keys = price if code == LCF else -free_gpus.astype(np.float64)
+        best = _best_single(free, needed, keys)
+        if best < 0:
+            return 0
+        regions[0], stages[0] = best, needed
+        return 1
+    if code == BACE_PIPE:
+        best = _best_single(free, needed, rank)
+        if best >= 0:
+            path[0] = best
+            return _cost_min_allocate(path, 1, free, needed, rank, regions, stages, order)
+        count = 0
+        starts = np.empty(num_regions, dtype=np.int64)
+        for r in range(num_regions):
+            if free[r] > 0:
+                starts[count] = r
+                count += 1
+        _sort_by(rank, starts, count)
+        for i in range(count):
+            length = _grow_path(starts[i], needed, free, bandwidth, spare, latency, forward, wan_bytes, price,
+                                _BY_SPARE, 1.0, 1.0, True, True, path, in_path)
+            if length:
+                return _cost_min_allocate(path, length, free, needed, rank, regions, stages, order)
+        return 0
+    start, max_free = -1, 1.0
+    for r in range(num_regions):
+        max_free = max(max_free, float(free[r]))
+        if free[r] <= 0:
+            continue
+        if start < 0:
+            start = r
+        elif code == CR_LCF and _before(price[r], r, price[start], start):
+            start = r
+        elif code == CR_LDF and free[r] > free[start]:
+            start = r
+    if start < 0:
+        return 0
+    kind = _BY_PRICE if code == CR_LCF else _BY_FREE_AND_SPARE
+    length = _grow_path(start, needed, free, bandwidth, spare, latency, forward, wan_bytes, price, kind, max_free,
+                        max(max_spare, 1e-9), False, False, path, in_path)
+    if length == 0:
+        return 0
+    return _fill_in_order(path, length, free, needed, regions, stages)
+
+
+@njit(cache=True)
+def _same(regions_a, stages_a, length_a, regions_b, stages_b, length_b) -> bool:
+    if length_a != length_b:
+        return False
+    for i in range(length_a):
+        if regions_a[i] != regions_b[i] or stages_a[i] != stages_b[i]:
+            return False
+    return True
+
+
+@njit(cache=True)
+def candidate_table(
+    now_s, free_gpus, capacity, link_load,
+    bandwidth, latency, watts_per_tflops, idle_w, busy_w, pue, price_prefix, price_values, carbon_prefix,
+    carbon_values,
+    profile_forward, profile_fits, profile_ints, profile_wan_bytes,
+    visible, job_profile, job_iterations, job_run_s,
+    strategies,
+    index, layout_f, layout_i, arrays, places,
+    candidate_of, candidate_f, candidate_place, candidate_length, misses,
+):
+    """The candidate table of the visible jobs (``placement.candidate_row`` for each, in slot order).
+
+    Args:
+        now_s, free_gpus (R,), capacity (R, R), link_load (R, R): the decision instant, free GPUs per region, and
+            each directed link's capacity and load (the strategies read what is left, ``max(capacity − load, 0)``).
+        bandwidth … carbon_values: the world: link capacities (R, R) (> 0 where linked), latencies (R, R), the
+            GPUs' busy W per TFLOPS × PUE, idle and busy W, PUE (R,), and the hourly price and carbon series as
+            ``HourlyIntegral`` holds them (prefix (R, H+1) and values (R, H)).
+        profile_forward (P, R), profile_fits (P, R), profile_ints (P, 4), profile_wan_bytes (P,): per job profile,
+            its forward time and memory fit per region; its layout-table id, stage count, GPUs per stage and
+            micro-batches; and its WAN message ``d·A`` in bytes.
+        visible (Q,): the visible jobs' ids. job_profile, job_iterations, job_run_s (J,): per job, its profile,
+            iterations and isolated duration (what BACE-Pipe's cost rank spreads the price over).
+        strategies (K,): strategy codes (``CODES``).
+        index … places: a :class:`~geopipe_env.layout_table.LayoutTable`'s arrays.
+        candidate_of (Q, K): written, the candidate behind each action (−1: masked). candidate_f (C, 7),
+            candidate_place (C, 2R), candidate_length (C,): written, each candidate's figures (``C_*`` columns),
+            regions and stages, and path length.
+        misses (X, 2R + 2): written, the (profile, length, regions, stages) of placements whose layout the table
+            lacks.
+
+    Returns:
+        ``(candidates, misses)``: how many rows of each were written. With misses the table is incomplete: add
+        them to the layout table and call again.
+    """
+    num_regions = free_gpus.shape[0]
+    num_slots = visible.shape[0]
+    spare = np.maximum(capacity - link_load, 0.0)
+    max_spare = spare.max()
+    num_profiles = profile_forward.shape[0]
+    hour = min(int(max(now_s, 0.0) // SECONDS_PER_HOUR), price_values.shape[1] - 1)
+    price = np.ascontiguousarray(price_values[:, hour])
+    pool_size = NUM_NAMED + num_regions
+    # Per profile, its free stages and its named placements (computed for the first visible job of the profile,
+    # as placement.PlacementContext.named keeps them).
+    done = np.zeros(num_profiles, dtype=np.bool_)
+    free_of = np.zeros((num_profiles, num_regions), dtype=np.int64)
+    named_regions = np.zeros((num_profiles, NUM_NAMED, num_regions), dtype=np.int64)
+    named_stages = np.zeros((num_profiles, NUM_NAMED, num_regions), dtype=np.int64)
+    named_length = np.zeros((num_profiles, NUM_NAMED), dtype=np.int64)
+    path = np.empty(num_regions, dtype=np.int64)
+    in_path = np.empty(num_regions, dtype=np.bool_)
+    order = np.empty(num_regions, dtype=np.int64)
+    rank = np.empty(num_regions)
+    start_cum = np.empty(num_regions)
+    end_cum = np.empty(num_regions)
+    pool_regions = np.zeros((pool_size, num_regions), dtype=np.int64)
+    pool_stages = np.zeros((pool_size, num_regions), dtype=np.int64)
+    pool_length = np.zeros(pool_size, dtype=np.int64)
+    pool_candidate = np.zeros(pool_size, dtype=np.int64)
+    named_at = np.zeros(NUM_NAMED, dtype=np.int64)
+    kw = np.empty(num_regions)
+    candidate_of[:, :] = -1
+    num_candidates, num_misses = 0, 0
+    for slot in range(num_slots):
+        job = visible[slot]
+        p = job_profile[job]
+        ints = profile_ints[p]
+        needed, stage_gpus, m = ints[P_STAGES], ints[P_STAGE_GPUS], ints[P_MICROBATCHES]
+        forward = profile_forward[p]
+        if not done[p]:
+            done[p] = True
+            for r in range(num_regions):
+                free_of[p, r] = free_gpus[r] // stage_gpus if profile_fits[p, r] else 0
+            run_s = job_run_s[job]
+            kernels.cumulative_at(price_prefix, price_values, now_s, start_cum)
+            kernels.cumulative_at(price_prefix, price_values, now_s + run_s, end_cum)
+            for r in range(num_regions):
+                rank[r] = (end_cum[r] - start_cum[r]) * (SECONDS_PER_HOUR / run_s) * watts_per_tflops[r]
+            for code in range(NUM_NAMED):
+                named_length[p, code] = _named(
+                    code, free_of[p], free_gpus, needed, bandwidth, spare, max_spare, latency, forward,
+                    profile_wan_bytes[p], price, rank, named_regions[p, code],
+                    named_stages[p, code], path, in_path, order,
+                )
+        free = free_of[p]
+        # The pool: the named placements, then every single region that holds the job, without repeats.
+        size = 0
+        for i in range(NUM_NAMED + num_regions):
+            if i < NUM_NAMED:
+                length = named_length[p, i]
+                if length == 0:
+                    named_at[i] = -1
+                    continue
+                regions, stages = named_regions[p, i], named_stages[p, i]
+            else:
+                r = i - NUM_NAMED
+                if free[r] < needed:
+                    continue
+                regions, stages, length = pool_regions[size], pool_stages[size], 1
+                regions[0], stages[0] = r, needed
+            at = -1
+            for j in range(size):
+                if _same(pool_regions[j], pool_stages[j], pool_length[j], regions, stages, length):
+                    at = j
+                    break
+            if at < 0:
+                at = size
+                pool_regions[at, :length] = regions[:length]
+                pool_stages[at, :length] = stages[:length]
+                pool_length[at] = length
+                size += 1
+            if i < NUM_NAMED:
+                named_at[i] = at
+        # Describe each pool entry (placement.PlacementContext.describe).
+        for j in range(size):
+            pool_candidate[j] = -1
+            length = pool_length[j]
+            regions, stages = pool_regions[j], pool_stages[j]
+            lay, _ = kernels.find_layout(index, layout_i, places, ints[P_TABLE_ID], regions, stages, length)
+            if lay < 0:
+                misses[num_misses, 0] = p
+                misses[num_misses, 1] = length
+                misses[num_misses, 2:2 + length] = regions[:length]
+                misses[num_misses, 2 + num_regions:2 + num_regions + length] = stages[:length]
+                num_misses += 1
+                continue
+            demand = layout_f[lay, LF_DEMAND]
+            rate = demand
+            if length > 1:
+                free_bw = np.inf
+                for h in range(length - 1):
+                    a, b = regions[h], regions[h + 1]
+                    free_bw = min(free_bw, min(spare[a, b], spare[b, a]))
+                rate = min(demand, free_bw)
+            if rate <= 0.0:
+                continue
+            min_cadence = 0.0
+            if length > 1:
+                min_cadence = layout_f[lay, LF_WAN_BYTES] * BITS_PER_BYTE / (rate * BITS_PER_GBIT)
+            t_iter = kernels.iteration_total_s(layout_f, layout_i, arrays, lay, min_cadence) + layout_f[lay, LF_ALLREDUCE]
+            duration = t_iter * job_iterations[job]
+            if not np.isfinite(duration):
+                continue
+            busy_per_forward = m * _GPU_BUSY_PER_FORWARD
+            for h in range(length):
+                r = regions[h]
+                busy_fraction = float(busy_per_forward * forward[r]) / t_iter
+                gpus = stages[h] * stage_gpus
+                power_w = gpus * (idle_w[r] + busy_fraction * (busy_w[r] - idle_w[r])) * pue[r]
+                kw[h] = power_w / WATTS_PER_KW
+            end_s = now_s + duration
+            c = num_candidates
+            num_candidates += 1
+            pool_candidate[j] = c
+            out = candidate_f[c]
+            out[C_ITERATION] = t_iter
+            out[C_DURATION] = duration
+            out[C_COST] = kernels.weighted_integral(price_prefix, price_values, regions, kw, length, now_s, end_s)
+            out[C_CARBON] = (
+                kernels.weighted_integral(carbon_prefix, carbon_values, regions, kw, length, now_s, end_s) / GRAMS_PER_KG
+            )
+            out[C_RATE] = rate
+            out[C_DEMAND] = demand
+            out[C_STALLED] = 1.0 if rate < demand * (1.0 - kernels.STALL_TOLERANCE) else 0.0
+            candidate_place[c, :length] = regions[:length]
+            candidate_place[c, num_regions:num_regions + length] = stages[:length]
+            candidate_length[c] = length
+        if num_misses:
+            continue
+        for k in range(strategies.shape[0]):
+            code = strategies[k]
+            if code < NUM_NAMED:
+                at = named_at[code]
+                candidate_of[slot, k] = -1 if at < 0 else pool_candidate[at]
+                continue
+            column = C_DURATION if code == FASTEST else C_COST if code == CHEAPEST else C_CARBON
+            best, best_value = -1, np.inf
+            for j in range(size):
+                c = pool_candidate[j]
+                if c < 0:
+                    continue
+                value = candidate_f[c, column]
+                if np.isfinite(value) and (best < 0 or value < best_value):
+                    best, best_value = c, value
+            candidate_of[slot, k] = best
+    return num_candidates, num_misses
+
+
+@njit(cache=True)
+def candidate_features(candidate_of, candidate_f, candidate_length, slot_isolated_iteration_s, t_ref_s, c_ref_usd,
+                       wan_scale, carbon_ref_kg, out, can_start) -> None:
+    """Write the observation's candidate rows (``observation.CANDIDATE_FEATURES``) of a computed table into
+    ``out`` (Q·K, 8) float32, as ``ObservationEncoder.encode`` does from ``CandidateInfo`` values (before its
+    clipping), and whether each visible job has a candidate into ``can_start`` (Q,)."""
+    num_slots, num_strategies = candidate_of.shape
+    for slot in range(num_slots):
+        can_start[slot] = 0.0
+        for k in range(num_strategies):
+            c = candidate_of[slot, k]
+            if c < 0:
+                continue
+            can_start[slot] = 1.0
+            f = candidate_f[c]
+            hops = candidate_length[c] - 1
+            row = out[slot * num_strategies + k]
+            row[0] = 1.0
+            row[1] = np.log(f[C_ITERATION] / slot_isolated_iteration_s[slot])
+            row[2] = np.log(f[C_DURATION] / t_ref_s)
+            row[3] = f[C_COST] / c_ref_usd
+            row[4] = hops / wan_scale
+            row[5] = f[C_RATE] / f[C_DEMAND] if hops else 1.0
+            row[6] = f[C_STALLED]
+            row[7] = f[C_CARBON] / carbon_ref_kg
+
+
+def warm_up() -> None:
+    """Call :func:`candidate_table` and :func:`candidate_features` once on a one-region world with an empty layout
+    table (one miss), so that loading them happens before the first episode (see ``kernels.warm_up``)."""
+    from geopipe_env.layout_table import LayoutTable  # layer 4, needed only here
+
+    table = LayoutTable()
+    ones, zero_ints = np.ones((1, 1)), np.zeros(1, dtype=np.int64)
+    out_of, out_f = np.zeros((1, 1), dtype=np.int64), np.zeros((1, NUM_CANDIDATE_FLOATS))
+    candidate_table(
+        0.0, np.ones(1, dtype=np.int64), ones, np.zeros((1, 1)), ones, ones, np.ones(1), np.ones(1), np.ones(1),
+        np.ones(1), np.zeros((1, 2)), np.zeros((1, 1)), np.zeros((1, 2)), np.zeros((1, 1)), ones,
+        np.ones((1, 1), dtype=np.bool_), np.ones((1, 4), dtype=np.int64), np.ones(1), zero_ints, zero_ints,
+        np.ones(1, dtype=np.int64), np.ones(1), zero_ints, table.index, table.layout_f, table.layout_i, table.arrays,
+        table.places, out_of, out_f, np.zeros((1, 2), dtype=np.int64), zero_ints.copy(), np.zeros((1, 4), dtype=np.int64),
+    )
+    candidate_features(out_of, out_f, zero_ints, np.ones(1), 1.0, 1.0, 1.0, 1.0, np.zeros((1, 8), dtype=np.float32),
+                       np.zeros(1))

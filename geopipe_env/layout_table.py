@@ -1,0 +1,116 @@
+"""Layer 4: the layouts of (job profile, placement) pairs as flat arrays, for the compiled candidate table.
+
+A layout's timing at any allocated rate needs only what :func:`pipeline.model_parts` gives plus its
+no-stall demand and all-reduce time. :class:`LayoutTable` stores these once per layout, in rows of flat arrays
+that compiled code reads by integer id (``geopipe_env.physics.kernels.iteration_total_s``), and finds a
+placement's id by a hash of it (``kernels.find_layout``). It is filled from the simulator's Python model
+(:meth:`ClusterSim.timing_parts`), which stays the reference.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from geopipe_env.generator import Job
+from geopipe_env.physics import kernels
+from geopipe_env.physics.pipeline import ModelParts
+from geopipe_env.simulator import ClusterSim, Placement
+
+# The table empties itself when its path arrays pass this many floats (8 MiB), or its layouts LAYOUT_CACHE_SIZE.
+MAX_TABLE_FLOATS = 1 << 20
+MAX_TABLE_LAYOUTS = 2048
+
+
+class LayoutTable:
+    """Layouts of one world's physics (pass one table only to worlds with equal ``World.physics_key``, without
+    background traffic: it assumes line rates that never change). Pickles empty: it is a cache."""
+
+    def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
+        """Forget every layout and profile."""
+        self.index = kernels.new_layout_index()  # key → layout id (a numba typed dict)
+        self.profiles: dict[tuple, int] = {}  # Job.profile_key → profile id
+        self.num_layouts = 0
+        self.layout_f = np.zeros((16, kernels.NUM_LAYOUT_FLOATS))  # (capacity, NUM_LAYOUT_FLOATS)
+        self.layout_i = np.zeros((16, kernels.NUM_LAYOUT_INTS), dtype=np.int64)  # (capacity, NUM_LAYOUT_INTS)
+        self.arrays = np.zeros(4096)  # the layouts' 1F1B path arrays, one after the other
+        self.places = np.zeros(256, dtype=np.int64)  # the layouts' regions and stages, one after the other
+        self._arrays_used = 0
+        self._places_used = 0
+
+    def __getstate__(self) -> dict:
+        return {}
+
+    def __setstate__(self, state: dict) -> None:
+        self.clear()
+
+    def profile_id(self, job: Job) -> int:
+        """The table's id of the job's profile (jobs with equal ``profile_key`` time alike)."""
+        pid = self.profiles.get(job.profile_key)
+        if pid is None:
+            pid = self.profiles[job.profile_key] = len(self.profiles)
+        return pid
+
+    def full(self) -> bool:
+        return self.num_layouts >= MAX_TABLE_LAYOUTS or self._arrays_used >= MAX_TABLE_FLOATS
+
+    def add(self, sim: ClusterSim, job: Job, placement: Placement) -> int:
+        """Store the layout of ``job`` on ``placement`` (if it is not stored yet); its id."""
+        pid = self.profile_id(job)
+        regions = np.array(placement.regions, dtype=np.int64)
+        stages = np.array(placement.stages, dtype=np.int64)
+        lay, key = kernels.find_layout(self.index, self.layout_i, self.places, pid, regions, stages, regions.size)
+        if lay >= 0:
+            return lay
+        parts, demand_gbps = sim.timing_parts(job, placement)
+        return self.store(parts, pid, regions, stages, (job.allreduce_s, demand_gbps, job.wan_message_bytes), key)
+
+    def store(
+        self,
+        parts: ModelParts,
+        profile: int,
+        regions: np.ndarray,
+        stages: np.ndarray,
+        extra: tuple[float, float, float],
+        key: int | None = None,
+    ) -> int:
+        """Append a layout: its model's ``parts``, profile id, placement and ``(all-reduce s, demand Gbit/s, WAN
+        message bytes)``, indexed at ``key`` (default: the first free key from its hash). Its id."""
+        if key is None:
+            key = kernels.find_layout(self.index, self.layout_i, self.places, profile, regions, stages, regions.size)[1]
+        lay = self.num_layouts
+        if lay == self.layout_f.shape[0]:
+            self.layout_f = np.concatenate((self.layout_f, np.zeros_like(self.layout_f)))
+            self.layout_i = np.concatenate((self.layout_i, np.zeros_like(self.layout_i)))
+        path_arrays = np.concatenate(
+            (parts.tail_slope, parts.tail_intercept, parts.segment_slope, parts.segment_start, parts.segment_end)
+        )
+        self.arrays = _append(self.arrays, self._arrays_used, path_arrays)
+        self.places = _append(self.places, self._places_used, np.concatenate((regions, stages)))
+        f, s, x, lat = parts.uniform
+        allreduce_s, demand_gbps, wan_message_bytes = extra
+        self.layout_f[lay] = (
+            parts.base_s, parts.max_x, parts.max_f, parts.max_b, f, s, x, lat, parts.last_stage_s, parts.constant_s,
+            allreduce_s, demand_gbps, wan_message_bytes,
+        )
+        self.layout_i[lay] = (
+            parts.kind, parts.num_microbatches, profile, self._places_used, regions.size - 1, self._arrays_used,
+            parts.tail_slope.size, parts.segment_slope.size,
+        )
+        self._arrays_used += path_arrays.size
+        self._places_used += 2 * regions.size
+        self.num_layouts += 1
+        kernels.index_layout(self.index, key, lay)
+        return lay
+
+
+def _append(buffer: np.ndarray, used: int, values: np.ndarray) -> np.ndarray:
+    """``buffer`` with ``values`` written from ``used`` on, grown (doubled) when it has no room."""
+    need = used + values.size
+    if need > buffer.size:
+        grown = np.zeros(max(2 * buffer.size, need), dtype=buffer.dtype)
+        grown[:used] = buffer[:used]
+        buffer = grown
+    buffer[used:need] = values
+    return buffer

@@ -1,0 +1,556 @@
+"""Layer 3: compiled kernels of the decision path (numba, cached on disk).
+
+Each kernel is a pure function over flat arrays and floats that does what a Python reference elsewhere in the
+package does, operation for operation, so that the results agree to rounding (the only differences are sums that
+numpy or BLAS evaluate in another order). The reference is named in each docstring, and
+``tests/test_kernels.py`` checks every kernel against it. The kernels exist because the decision path calls
+these loops thousands of times per second, where Python's per-operation cost dominates the arithmetic.
+
+``cache=True`` keeps the machine code on disk (numba's cache, beside this file or in ``NUMBA_CACHE_DIR``), so a
+process compiles a kernel only the first time it is ever used; later processes load it. Numba checks only the
+calling kernel's own file for changes: after editing a kernel here, delete the cached code of the modules whose
+kernels call it (``find geopipe_env -name '*.nb[ci]' -delete``), or they keep running the old version.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, types
+from numba.typed import Dict
+
+from geopipe_env.units import GRAMS_PER_KG, SECONDS_PER_HOUR, WATTS_PER_KW
+
+# The accumulators that :func:`advance_hours` updates in place, by position.
+ENERGY_KWH, COST_USD, CARBON_KG, WAN_BYTES, GPU_SECONDS, JOB_SECONDS = range(6)
+
+
+@njit(cache=True)
+def cumulative_at(prefix_h: np.ndarray, values: np.ndarray, t_s: float, out: np.ndarray) -> None:
+    """``out[r] = ∫_0^t series r`` in value·hours, as :meth:`energy.HourlyIntegral.cumulative`: hourly values held
+    after the last hour. ``prefix_h`` is (R, H+1) and ``values`` (R, H)."""
+    t_h = max(t_s, 0.0) / SECONDS_PER_HOUR
+    hour = min(int(t_h), values.shape[1] - 1)
+    into = t_h - hour
+    for r in range(values.shape[0]):
+        out[r] = prefix_h[r, hour] + values[r, hour] * into
+
+
+@njit(cache=True)
+def advance_interval(now_s: float, t_s: float, jobs: tuple, kw: np.ndarray, total_w: float, series: tuple,
+                     allocated_gpus: int, jobs_in_system: int, totals: np.ndarray) -> None:
+    """Integrate ``[now_s, t_s]`` at constant rates and power, as ``ClusterSim.advance_to`` does: each running job
+    progresses by ``dt / iteration_s`` iterations and sends ``wan_bytes_per_s · dt``; energy is ``total_w · dt``,
+    cost and carbon ``Σ_r kw[r] · ∫ price_r`` (∫ carbon_r), and GPU- and job-seconds grow by the allocated GPUs and
+    the jobs in the system times ``dt``.
+
+    ``jobs`` is ``(running ids in the simulator's order, remaining_iters, iteration_s, wan_bytes_per_s)`` (per job
+    id); ``series`` is ``(price prefix_h, price values, carbon prefix_h, carbon values, has_carbon)`` as
+    ``HourlyIntegral`` holds them. ``remaining_iters`` and ``totals`` (indexed by ``ENERGY_KWH`` …
+    ``JOB_SECONDS``) are updated in place. Nothing happens unless ``t_s > now_s``.
+    """
+    dt = t_s - now_s
+    if dt <= 0.0:
+        return
+    running, remaining_iters, iteration_s, wan_bytes_per_s = jobs
+    price_prefix_h, price_values, carbon_prefix_h, carbon_values, has_carbon = series
+    num_regions = kw.shape[0]
+    wan_bytes = totals[WAN_BYTES]
+    for j in running:
+        remaining_iters[j] -= dt / iteration_s[j]
+        wan_bytes += wan_bytes_per_s[j] * dt
+    totals[WAN_BYTES] = wan_bytes
+    totals[ENERGY_KWH] += total_w / WATTS_PER_KW * dt / SECONDS_PER_HOUR
+    then = np.empty(num_regions)
+    later = np.empty(num_regions)
+    cumulative_at(price_prefix_h, price_values, now_s, then)
+    cumulative_at(price_prefix_h, price_values, t_s, later)
+    cost = 0.0
+    for r in range(num_regions):
+        cost += kw[r] * (later[r] - then[r])
+    totals[COST_USD] += cost
+    if has_carbon:
+        cumulative_at(carbon_prefix_h, carbon_values, now_s, then)
+        cumulative_at(carbon_prefix_h, carbon_values, t_s, later)
+        carbon = 0.0
+        for r in range(num_regions):
+            carbon += kw[r] * (later[r] - then[r])
+        totals[CARBON_KG] += carbon / GRAMS_PER_KG
+    totals[GPU_SECONDS] += float(allocated_gpus) * dt
+    totals[JOB_SECONDS] += jobs_in_system * dt
+
+
+@njit(cache=True)
+def advance_hours(now_s: float, tick_s: float, stop_s: float, limit_s: float, jobs: tuple, kw: np.ndarray,
+                  total_w: float, series: tuple, allocated_gpus: int, jobs_in_system: int,
+                  totals: np.ndarray) -> tuple[float, float]:
+    """Run the hour ticks at ``tick_s, tick_s + 1 h, …`` that come before ``stop_s`` and at or before ``limit_s``,
+    when nothing but prices and carbon changes at them: each tick is :func:`advance_interval` to its time (as
+    ``ClusterSim.step_event`` would take it), then the next tick an hour later. Returns ``(now_s, next tick_s)``.
+    """
+    while tick_s < stop_s and tick_s <= limit_s:
+        if tick_s > now_s:
+            advance_interval(now_s, tick_s, jobs, kw, total_w, series, allocated_gpus, jobs_in_system, totals)
+            now_s = tick_s
+        tick_s = now_s + SECONDS_PER_HOUR
+    return now_s, tick_s
+
+
+@njit(cache=True)
+def add_rows(table: np.ndarray, rows: np.ndarray, out: np.ndarray) -> None:
+    """``out += table[r]`` for each ``r`` of ``rows`` in order (the order a Python loop of numpy additions takes)."""
+    for r in rows:
+        for c in range(out.shape[0]):
+            out[c] += table[r, c]
+
+
+@njit(cache=True)
+def region_power(power_w: np.ndarray, running: np.ndarray, total_w: np.ndarray, kw: np.ndarray) -> float:
+    """Per region, the running jobs' power (:func:`add_rows` of their rows of ``power_w`` into ``total_w``) and in
+    kW (``kw``); returns the sum over regions in W as numpy's ``sum`` gives it."""
+    add_rows(power_w, running, total_w)
+    for r in range(kw.shape[0]):
+        kw[r] = total_w[r] / WATTS_PER_KW
+    return pairwise_sum(total_w, total_w.shape[0])
+
+
+@njit(cache=True)
+def stale_jobs(running: np.ndarray, rates: np.ndarray, timed_rate: np.ndarray, timed_capacity: np.ndarray,
+               capacity_version: int, out: np.ndarray) -> int:
+    """Write into ``out`` the running jobs (in order) whose allocated rate or line rates differ from those they
+    were timed at, as ``ClusterSim._recompute_rates`` retimes them; how many."""
+    count = 0
+    for j in running:
+        if rates[j] != timed_rate[j] or timed_capacity[j] != capacity_version:
+            out[count] = j
+            count += 1
+    return count
+
+
+@njit(cache=True)
+def max_min_rates(
+    running: np.ndarray,
+    demand_gbps: np.ndarray,
+    job_links: np.ndarray,
+    job_num_links: np.ndarray,
+    capacity_gbps: np.ndarray,
+    rates: np.ndarray,
+    link_load_gbps: np.ndarray,
+    max_utilization: float,
+) -> float:
+    """Max-min fair rates of the running jobs (ids ``running``) and the load they put on each directed link:
+    ``network.max_min_fair`` (progressive filling, with its shortcut when every link carries its jobs' demands)
+    over the links in use, as ``ClusterSim._recompute_rates`` builds it.
+
+    Args:
+        demand_gbps (J,): each job's demand per hop. job_links (J, L), job_num_links (J,): each job's directed WAN
+            links as flat indices into (R, R), and how many. capacity_gbps (R·R,): link capacities.
+        rates (J,), link_load_gbps (R·R,): written, each running job's rate and each link's load (zero if unused).
+        max_utilization: the largest load ÷ capacity seen so far.
+
+    Returns:
+        The largest load ÷ capacity, this allocation's included.
+    """
+    num_jobs = running.shape[0]
+    # The links in use, in first-use order, and each job's use of them.
+    column = np.full(capacity_gbps.shape[0], -1, dtype=np.int64)
+    links = np.empty(capacity_gbps.shape[0], dtype=np.int64)
+    num_used = 0
+    for i in range(num_jobs):
+        j = running[i]
+        for k in range(job_num_links[j]):
+            link = job_links[j, k]
+            if column[link] < 0:
+                column[link] = num_used
+                links[num_used] = link
+                num_used += 1
+    link_load_gbps[:] = 0.0
+    for i in range(num_jobs):
+        rates[running[i]] = demand_gbps[running[i]]
+    if num_used == 0:
+        return max_utilization
+    usage = np.zeros((num_jobs, num_used))
+    for i in range(num_jobs):
+        j = running[i]
+        for k in range(job_num_links[j]):
+            usage[i, column[job_links[j, k]]] = 1.0
+    capacity = np.empty(num_used)
+    for c in range(num_used):
+        capacity[c] = capacity_gbps[links[c]]
+    demand = np.empty(num_jobs)
+    for i in range(num_jobs):
+        demand[i] = demand_gbps[running[i]]
+    fits = True
+    for c in range(num_used):
+        carried = 0.0
+        for i in range(num_jobs):
+            carried += usage[i, c] * demand[i]
+        fits = fits and carried <= capacity[c]
+    got = demand.copy()
+    if not fits:
+        got[:] = 0.0
+        active = np.zeros(num_jobs, dtype=np.bool_)
+        for i in range(num_jobs):
+            uses = usage[i].sum() > 0
+            if not uses:
+                got[i] = demand[i]
+            active[i] = uses and demand[i] > 0
+        remaining = capacity.copy()
+        tol = 1e-12 * max(remaining.max(), 1.0)
+        load = np.empty(num_used)
+        while active.any():
+            for c in range(num_used):
+                load[c] = 0.0
+                for i in range(num_jobs):
+                    if active[i]:
+                        load[c] += usage[i, c]
+            link_step = np.inf
+            for c in range(num_used):
+                if load[c] > 0:
+                    link_step = min(link_step, remaining[c] / load[c])
+            job_step = np.inf
+            for i in range(num_jobs):
+                if active[i]:
+                    job_step = min(job_step, demand[i] - got[i])
+            step = max(min(link_step, job_step), 0.0)
+            for i in range(num_jobs):
+                if active[i]:
+                    got[i] += step
+            for c in range(num_used):
+                remaining[c] -= step * load[c]
+            for i in range(num_jobs):
+                hits_link = False
+                for c in range(num_used):
+                    if remaining[c] <= tol and usage[i, c] > 0:
+                        hits_link = True
+                done = got[i] >= demand[i] - tol
+                if hits_link or done:
+                    active[i] = False
+        for i in range(num_jobs):
+            got[i] = min(got[i], demand[i])
+    for i in range(num_jobs):
+        rates[running[i]] = got[i]
+    for c in range(num_used):
+        load_c = 0.0
+        for i in range(num_jobs):
+            load_c += usage[i, c] * got[i]
+        link_load_gbps[links[c]] = load_c
+        max_utilization = max(max_utilization, load_c / capacity[c])
+    return max_utilization
+
+
+# A layout table (geopipe_env.layout_table.LayoutTable) holds per layout a row of floats, a row of ints, its
+# placement in a flat int array and its 1F1B path lines (pipeline.ModelParts) in a flat float array; the columns:
+(LF_BASE, LF_MAX_X, LF_MAX_F, LF_MAX_B, LF_UNI_F, LF_UNI_S, LF_UNI_X, LF_UNI_LAT, LF_LAST_STAGE, LF_CONSTANT,
+ LF_ALLREDUCE, LF_DEMAND, LF_WAN_BYTES) = range(13)
+NUM_LAYOUT_FLOATS = 13
+# LI_ARRAYS: where the lines start in the float array: tail_slope, tail_intercept (LI_TAILS each), then
+# segment_slope, segment_start, segment_end (LI_SEGMENTS each). LI_PATH: where regions, then stages (LI_HOPS + 1
+# each) start in the int array.
+LI_KIND, LI_M, LI_PROFILE, LI_PATH, LI_HOPS, LI_ARRAYS, LI_TAILS, LI_SEGMENTS = range(8)
+NUM_LAYOUT_INTS = 8
+MODEL_GPIPE, MODEL_UNIFORM, MODEL_ROUND_TRIP, MODEL_PATHS = range(4)  # as geopipe_env.physics.pipeline
+BACKWARD_TO_FORWARD = 2.0  # as geopipe_env.physics.pipeline
+STALL_TOLERANCE = 1e-9  # as geopipe_env.physics.network.is_stalled
+_FNV_OFFSET = np.uint64(14695981039346656037)
+_FNV_PRIME = np.uint64(1099511628211)
+
+
+@njit(cache=True)
+def uniform_total_s(f: float, s: float, hop_transfer_s: float, hop_latency_s: float, m: int, min_cadence_s: float) -> float:
+    """1F1B iteration time of ``s`` identical stages and hops: ``pipeline._uniform_total_s`` on floats (the
+    closed form of ``pipeline.uniform_iteration_time_s``), operation for operation."""
+    b = BACKWARD_TO_FORWARD * f
+    several = 1.0 if s > 1 else 0.0
+    x = max(hop_transfer_s * several, min_cadence_s)
+    y = (hop_transfer_s + hop_latency_s) * several
+    n = m - 1
+    t = f + b
+    step = max(t, x)
+    loops = n * (t + 2.0 * y) - 2.0 * y * np.ceil(n / s)
+    full = np.floor(n / s)
+    mixed = full * (s * t + 2.0 * (s - 1.0) * y) + (n - full * s) * step
+    extra = max(max(loops, mixed), n * step)
+    return s * t + 2.0 * (s - 1.0) * y + extra
+
+
+@njit(cache=True)
+def iteration_total_s(layout_f: np.ndarray, layout_i: np.ndarray, arrays: np.ndarray, lay: int, min_cadence_s: float) -> float:
+    """``pipeline.IterationModel.total_s(min_cadence_s)`` of layout ``lay`` of a layout table, from the parts
+    ``pipeline.model_parts`` gave it (for MODEL_PATHS the longest path of ``pipeline._longest_s``, from its lines)."""
+    kind = layout_i[lay, LI_KIND]
+    m = layout_i[lay, LI_M]
+    max_x = max(layout_f[lay, LF_MAX_X], min_cadence_s)
+    base = layout_f[lay, LF_BASE]
+    if kind == MODEL_GPIPE:
+        cadence = max(layout_f[lay, LF_MAX_F], max_x) + max(layout_f[lay, LF_MAX_B], max_x)
+        return base + (m - 1) * cadence
+    if kind == MODEL_UNIFORM:
+        return uniform_total_s(
+            layout_f[lay, LF_UNI_F], layout_f[lay, LF_UNI_S], layout_f[lay, LF_UNI_X], layout_f[lay, LF_UNI_LAT], m,
+            min_cadence_s,
+        )
+    if kind == MODEL_ROUND_TRIP:
+        return base
+    step = max(layout_f[lay, LF_LAST_STAGE], max_x)
+    longest = layout_f[lay, LF_CONSTANT]
+    at = layout_i[lay, LI_ARRAYS]
+    num_tails = layout_i[lay, LI_TAILS]
+    for a in range(at, at + num_tails):
+        longest = max(longest, arrays[a + num_tails] + arrays[a] * step)
+    at += 2 * num_tails
+    num_segments = layout_i[lay, LI_SEGMENTS]
+    for b in range(at, at + num_segments):
+        longest = max(longest, (arrays[b + num_segments] + arrays[b] * step) + arrays[b + 2 * num_segments])
+    return base + longest
+
+
+@njit(cache=True)
+def fixed_paths(forward_s, backward_s, hop_transfer_s, hop_latency_s, n, run_reach, held, turn_stage, turn_reach,
+                turn_hop_reach, turn_held, turn_cycles, turn_segment, turn_steps, tail_copies, tail_width, full_loops,
+                part_loop, copies, segment, pre_loop, post_width, cool_steps, first_reach):
+    """``pipeline._fixed_paths`` for ``n = M − 1 ≥ 1`` advances, from the path tables of ``pipeline._path_tables``
+    (passed as their arrays, by field name): ``(last_stage_s, other_s, tail_s, loops_only_s, segments_s,
+    pre_loop_s, post_s)``, operation for operation."""
+    num_stages = forward_s.shape[0]
+    stage_s = forward_s + backward_s
+    before = np.zeros(num_stages)
+    for q in range(1, num_stages):
+        before[q] = before[q - 1] + (stage_s[q - 1] + 2.0 * (hop_transfer_s[q - 1] + hop_latency_s[q - 1]))
+    through = before + stage_s
+    segment_s = np.empty(num_stages * num_stages)
+    for i in range(num_stages):
+        for j in range(num_stages):
+            segment_s[i * num_stages + j] = through[j] - before[i]
+    loop_s = np.empty(num_stages + 2)
+    loop_s[0], loop_s[-1] = 0.0, -np.inf
+    for k in range(num_stages):
+        loop_s[1 + k] = through[num_stages - 1] - before[num_stages - 1 - k]
+    slowest_f = np.zeros(num_stages + 1)
+    slowest_b = np.zeros(num_stages + 1)
+    slowest_x = np.zeros(num_stages)
+    for q in range(num_stages):
+        slowest_f[q + 1] = forward_s[q] if q == 0 else max(slowest_f[q], forward_s[q])
+        slowest_b[q + 1] = backward_s[q] if q == 0 else max(slowest_b[q], backward_s[q])
+    for q in range(num_stages - 1):
+        slowest_x[q + 1] = hop_transfer_s[q] if q == 0 else max(slowest_x[q], hop_transfer_s[q])
+    last = through[num_stages - 1]
+    other = -np.inf
+    for d in range(num_stages):
+        any_f = max(slowest_f[d + 1], slowest_x[d])
+        any_b = max(slowest_b[d + 1], slowest_x[d])
+        run_f = max(slowest_f[run_reach[d]], slowest_x[d])
+        run_b = max(slowest_b[run_reach[d]], slowest_x[d])
+        bursts = max(n * run_f + held[d] * any_b, held[d] * any_f + n * run_b)
+        other = max(other, through[d] + bursts)
+    other -= last
+    if turn_stage.shape[0]:
+        cycled_max = -np.inf
+        for c in range(turn_stage.shape[0]):
+            d = turn_stage[c]
+            back_s = max(slowest_b[turn_reach[c]], slowest_x[turn_hop_reach[c]])
+            down_s = turn_held[c] * max(slowest_f[d + 1], slowest_x[d])
+            cycled = through[d] + down_s + turn_cycles[c] * segment_s[turn_segment[c]]
+            cycled_max = max(cycled_max, cycled + turn_steps[c] * back_s)
+        other = max(other, cycled_max - last)
+    chain = -np.inf
+    for q in range(num_stages):
+        chain = max(chain, before[q] + (n + 1) * stage_s[q])
+    other = max(other, chain - last)
+    tail_s = np.empty(tail_copies.shape[0])
+    for a in range(tail_s.shape[0]):
+        tail_s[a] = tail_copies[a] * loop_s[tail_width[a]]
+    loops_only_s = np.empty(full_loops.shape[0])
+    for r in range(loops_only_s.shape[0]):
+        loops_only_s[r] = full_loops[r] * loop_s[num_stages] + loop_s[part_loop[r]]
+    num_segments = copies.shape[0]
+    segments_s = np.empty(num_segments)
+    pre_loop_s = np.empty(num_segments)
+    post_s = np.empty(num_segments)
+    for b in range(num_segments):
+        segments_s[b] = copies[b] * segment_s[segment[b]]
+        pre_loop_s[b] = loop_s[pre_loop[b]]
+        post_s[b] = loop_s[post_width[b]] + cool_steps[b] * slowest_b[first_reach[b]]
+    return stage_s[num_stages - 1], other, tail_s, loops_only_s, segments_s, pre_loop_s, post_s
+
+
+@njit(cache=True)
+def fold_paths(tail_s, tail_rest, loops_only_s, other_s, segments_s, pre, pre_loop_s, post_s):
+    """``pipeline.ModelParts``' lines of a 1F1B path family (the arrays of ``pipeline._FixedPaths`` and its
+    tables): ``(constant_s, tail_slope, tail_intercept, segment_slope, segment_start, segment_end)``.
+
+    Rounding is monotone, so ``a + max(x, y) = max(a + x, a + y)`` and ``(a + max(x, y)) + c = max((a + x) + c,
+    (a + y) + c)`` in floating point too: each member of ``pipeline._longest_s``'s family splits into a part
+    without the step and a line in it. A line of one slope is dropped when another has an intercept (tails), or a
+    start and an end (segments), at least as large: it is never above that one. A zero slope adds ``0·step = 0``.
+    """
+    constant = other_s
+    best = np.full(loops_only_s.shape[0], -np.inf)  # the largest intercept per tail slope (steps after the loops)
+    for a in range(tail_s.shape[0]):
+        r = tail_rest[a]
+        constant = max(constant, tail_s[a] + loops_only_s[r])
+        if r == 0:
+            constant = max(constant, tail_s[a])
+        elif tail_s[a] > best[r]:
+            best[r] = tail_s[a]
+    num_tails = 0
+    for r in range(best.shape[0]):
+        if best[r] > -np.inf:
+            num_tails += 1
+    tail_slope = np.empty(num_tails)
+    tail_intercept = np.empty(num_tails)
+    i = 0
+    for r in range(best.shape[0]):
+        if best[r] > -np.inf:
+            tail_slope[i] = r
+            tail_intercept[i] = best[r]
+            i += 1
+    num = segments_s.shape[0]
+    keep = np.zeros(num, dtype=np.bool_)
+    by_start = np.argsort(-segments_s)  # a line is dropped only after one with a start at least as large
+    done = np.zeros(num, dtype=np.bool_)
+    for b in range(num):
+        constant = max(constant, segments_s[b] + pre_loop_s[b] + post_s[b])
+        if pre[b] == 0.0:
+            constant = max(constant, segments_s[b] + post_s[b])
+            done[b] = True
+    for b in range(num):
+        if done[b]:
+            continue
+        slope = pre[b]
+        highest_end = -np.inf
+        for k in range(num):
+            c = by_start[k]
+            if done[c] or pre[c] != slope:
+                continue
+            done[c] = True
+            if post_s[c] > highest_end:
+                keep[c] = True
+                highest_end = post_s[c]
+    kept = np.flatnonzero(keep)
+    return constant, tail_slope, tail_intercept, pre[kept], segments_s[kept], post_s[kept]
+
+
+@njit(cache=True)
+def layout_key(profile: int, regions: np.ndarray, stages: np.ndarray, length: int) -> int:
+    """A 64-bit hash (FNV-1a) of a job profile's placement: where the layout table first looks for it."""
+    h = _FNV_OFFSET
+    h = (h ^ np.uint64(profile)) * _FNV_PRIME
+    for i in range(length):
+        h = (h ^ np.uint64(regions[i])) * _FNV_PRIME
+        h = (h ^ np.uint64(stages[i] + 65536)) * _FNV_PRIME
+    return np.int64(h)
+
+
+@njit(cache=True)
+def find_layout(index, layout_i: np.ndarray, places: np.ndarray, profile: int, regions: np.ndarray, stages: np.ndarray,
+                length: int) -> tuple[int, int]:
+    """``(layout id, key)`` of a profile's placement in a layout table, or ``(-1, the key to insert it at)``.
+
+    ``index`` maps keys to layout ids; a key taken by another placement (a hash collision) sends the search on
+    to the next key, so every id found is checked against the placement it holds."""
+    key = layout_key(profile, regions, stages, length)
+    while key in index:
+        lay = index[key]
+        at = layout_i[lay, LI_PATH]
+        same = layout_i[lay, LI_PROFILE] == profile and layout_i[lay, LI_HOPS] + 1 == length
+        i = 0
+        while same and i < length:
+            same = places[at + i] == regions[i] and places[at + length + i] == stages[i]
+            i += 1
+        if same:
+            return lay, key
+        key += 1
+    return -1, key
+
+
+@njit(cache=True)
+def new_layout_index():
+    """An empty key → layout id map for :func:`find_layout` (made in compiled code: numba compiles the typed
+    dict's Python-side methods anew in every process, so Python never touches it)."""
+    return Dict.empty(key_type=types.int64, value_type=types.int64)
+
+
+@njit(cache=True)
+def index_layout(index, key: int, lay: int) -> int:
+    """Put layout ``lay`` at ``key``, or at the next free key after it (a collision); the key used."""
+    while key in index:
+        key += 1
+    index[key] = lay
+    return key
+
+
+@njit(cache=True)
+def weighted_integral(prefix_h: np.ndarray, values: np.ndarray, rows: np.ndarray, weights: np.ndarray, length: int,
+                      t0_s: float, t1_s: float) -> float:
+    """``Σ_i weights[i] · ∫_{t0}^{t1} series[rows[i]] dt`` over the first ``length`` rows, as
+    ``energy.HourlyIntegral.weighted_integral`` computes it."""
+    last = values.shape[1] - 1
+    t0_h = max(t0_s, 0.0) / SECONDS_PER_HOUR
+    t1_h = max(t1_s, 0.0) / SECONDS_PER_HOUR
+    h0 = min(int(t0_h), last)
+    h1 = min(int(t1_h), last)
+    into0 = t0_h - h0
+    into1 = t1_h - h1
+    total = 0.0
+    for i in range(length):
+        r = rows[i]
+        start = prefix_h[r, h0] + values[r, h0] * into0
+        end = prefix_h[r, h1] + values[r, h1] * into1
+        total += weights[i] * (end - start)
+    return total
+
+
+@njit(cache=True)
+def pairwise_sum(values: np.ndarray, count: int) -> float:
+    """``values[:count].sum()`` as numpy computes it (pairwise: blocks of 8 accumulators, halves past 128), so
+    that compiled code reproduces numpy's sums bit for bit."""
+    if count < 8:
+        total = 0.0
+        for i in range(count):
+            total += values[i]
+        return total
+    if count <= 128:
+        r0, r1, r2, r3 = values[0], values[1], values[2], values[3]
+        r4, r5, r6, r7 = values[4], values[5], values[6], values[7]
+        i = 8
+        while i < count - count % 8:
+            r0 += values[i]
+            r1 += values[i + 1]
+            r2 += values[i + 2]
+            r3 += values[i + 3]
+            r4 += values[i + 4]
+            r5 += values[i + 5]
+            r6 += values[i + 6]
+            r7 += values[i + 7]
+            i += 8
+        total = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+        while i < count:
+            total += values[i]
+            i += 1
+        return total
+    half = count // 2
+    half -= half % 8
+    return pairwise_sum(values, half) + pairwise_sum(values[half:], count - half)
+
+
+def warm_up() -> None:
+    """Call the kernels that Python calls directly once on tiny inputs, so that loading them from numba's disk
+    cache (or compiling them, the first time on a machine) happens here and not inside the first episode."""
+    one, regions = np.ones(1), np.zeros(1)
+    series_prefix, series_values = np.zeros((1, 2)), np.zeros((1, 1))
+    running = np.zeros(1, dtype=np.int64)
+    jobs = (running, np.zeros(1), one, regions)
+    series = (series_prefix, series_values, series_prefix, series_values, False)
+    advance_interval(0.0, 1.0, jobs, regions, 0.0, series, 0, 0, np.zeros(6))
+    advance_hours(0.0, 1.0, 0.0, 0.0, jobs, regions, 0.0, series, 0, 0, np.zeros(6))
+    region_power(np.zeros((1, 1)), running, np.zeros(1), np.zeros(1))
+    stale_jobs(running, one, one, running, 0, np.zeros(1, dtype=np.int64))
+    frozen_ints, frozen = np.zeros(1, dtype=np.int64), np.zeros(1)
+    frozen_ints.setflags(write=False)  # the path tables of pipeline._path_tables are read-only
+    frozen.setflags(write=False)
+    fold_paths(one, frozen_ints, one, 0.0, one, frozen, one, one)
+    index = new_layout_index()
+    index_layout(index, 0, 0)
+    find_layout(index, np.zeros((1, NUM_LAYOUT_INTS), dtype=np.int64), running, 0, running, running, 1)
+    max_min_rates(running, one, np.zeros((1, 1), dtype=np.int64), np.zeros(1, dtype=np.int64), one, np.zeros(1),
+                  np.zeros(1), 0.0)

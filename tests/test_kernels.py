@@ -1,0 +1,266 @@
+"""The compiled kernels (``geopipe_env.physics.kernels``) equal their Python references."""
+
+from __future__ import annotations
+
+import copy
+import math
+import pickle
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import geopipe_env  # noqa: F401
+from geopipe_env.layout_table import LayoutTable
+from geopipe_env.physics import kernels, pipeline
+from geopipe_env.physics.energy import HourlyIntegral, energy_kwh
+from geopipe_env.physics.network import max_min_fair
+
+REL = 1e-12
+
+
+def test_cumulative_at_equals_hourly_integral():
+    """∫ from 0 to t of hourly series, before, inside and past the series, equals HourlyIntegral.cumulative."""
+    rng = np.random.default_rng(0)
+    series = HourlyIntegral(rng.normal(size=(5, 30)))
+    out = np.empty(5)
+    for t_s in (-5.0, 0.0, 1.0, 3599.9, 3600.0, 7777.7, 29 * 3600.0, 31.5 * 3600.0, *rng.uniform(0, 40 * 3600, 20)):
+        kernels.cumulative_at(series.prefix_h, series.values, t_s, out)
+        assert np.array_equal(out, series.cumulative(t_s))
+
+
+def _busy_sim(scenario: str, seed: int):
+    """A simulator of ``scenario`` with jobs running and an hour tick due before the next arrival or completion."""
+    env = gym.make("GeoPipe-v0", scenario=scenario).unwrapped
+    rng = np.random.default_rng(seed)
+    obs, info = env.reset(seed=seed)
+    while True:
+        launches = np.flatnonzero(info["action_mask"][:-1])
+        obs, reward, terminated, truncated, info = env.step(int(rng.choice(launches)) if launches.size else env.wait_action)
+        assert not (terminated or truncated)
+        sim = env.sim
+        if sim.running and sim._tick_s + 3 * 3600.0 < sim._events.peek():
+            return env, sim
+
+
+@pytest.mark.parametrize("scenario, seed", [("geopipe-v0", 0), ("geopipe-v0", 3), ("geopipe-v0-randomized", 1)])
+def test_advance_quiet_hours_equals_ticks_one_by_one(scenario, seed):
+    """A run of hour ticks taken at once leaves the clock, the next tick, every job's progress and every
+    accumulator as ``step_event`` tick by tick does."""
+    env, sim = _busy_sim(scenario, seed)
+    reference = copy.deepcopy(sim)
+    limit = sim.now_s + 50 * 3600.0
+    stop = min(reference._events.peek(), limit)
+    ticks = 0
+    while reference._tick_s < reference._events.peek() and reference._tick_s <= limit:
+        reference.step_event()
+        ticks += 1
+    sim.advance_quiet_hours(limit)
+    assert ticks >= 3 and sim._tick_s >= min(stop, sim._tick_s)
+    assert sim.now_s == reference.now_s and sim._tick_s == reference._tick_s
+    for jid, rj in sim.running.items():
+        assert rj.remaining_iters == reference.running[jid].remaining_iters
+    for name in ("energy_kwh", "cost_usd", "carbon_kg", "wan_bytes", "gpu_seconds", "job_seconds"):
+        assert getattr(sim, name) == pytest.approx(getattr(reference, name), rel=REL), name
+    # What follows is the same event, at the same time.
+    assert sim.next_event_s() == reference.next_event_s()
+
+
+def test_advance_to_equals_the_physics_functions():
+    """One interval of ClusterSim.advance_to (the compiled advance_interval) equals progress, energy, cost and
+    carbon computed from the Python physics: energy.energy_kwh and HourlyIntegral.integral."""
+    env, sim = _busy_sim("geopipe-v0", 0)
+    w = sim.world
+    before = copy.deepcopy(sim)
+    t0, t1 = sim.now_s, sim.now_s + 0.37 * (sim.next_event_s() - sim.now_s)
+    dt = t1 - t0
+    sim.advance_to(t1)
+    kw = before.region_power_w / 1000.0
+    assert sim.energy_kwh == pytest.approx(before.energy_kwh + energy_kwh(float(before.region_power_w.sum()), dt), rel=REL)
+    assert sim.cost_usd == pytest.approx(before.cost_usd + float(kw @ w.price.integral(t0, t1)), rel=REL)
+    assert sim.carbon_kg == pytest.approx(before.carbon_kg + float(kw @ w.carbon.integral(t0, t1)) / 1000.0, rel=REL)
+    wan = before.wan_bytes + sum(rj.wan_bytes_per_s * dt for rj in before.running.values())
+    assert sim.wan_bytes == pytest.approx(wan, rel=REL)
+    for jid, rj in before.running.items():
+        assert sim.running[jid].remaining_iters == rj.remaining_iters - dt / rj.iteration_s
+    in_system = len(before.waiting) + len(before.running)
+    assert sim.job_seconds == before.job_seconds + in_system * dt
+    assert sim.gpu_seconds == before.gpu_seconds + float(int(w.num_gpus.sum() - before.free_gpus.sum())) * dt
+
+
+def test_max_min_rates_equals_max_min_fair():
+    """The compiled allocation over jobs' link lists equals network.max_min_fair on the usage matrix, contended
+    links included, and the link loads and peak utilisation follow from it."""
+    rng = np.random.default_rng(5)
+    num_links = 12
+    for trial in range(300):
+        num_jobs = int(rng.integers(1, 9))
+        links = [rng.choice(num_links, size=int(rng.integers(0, 5)), replace=False) for _ in range(num_jobs)]
+        demand = rng.uniform(0.1, 10.0, num_jobs)
+        capacity = rng.uniform(1.0, 20.0 if trial % 2 else 60.0, num_links)
+        running = rng.permutation(num_jobs).astype(np.int64)
+        job_links = np.zeros((num_jobs, 5), dtype=np.int64)
+        for j, ls in enumerate(links):
+            job_links[j, : ls.size] = ls
+        num = np.array([ls.size for ls in links], dtype=np.int64)
+        rates, load = np.zeros(num_jobs), np.zeros(num_links)
+        peak = kernels.max_min_rates(running, demand, job_links, num, capacity, rates, load, 0.0)
+        used = sorted({int(link) for j in running for link in links[j]})
+        usage = np.zeros((num_jobs, len(used)))
+        for i, j in enumerate(running):
+            usage[i, [used.index(int(link)) for link in links[j]]] = 1.0
+        want = max_min_fair(demand[running], usage, capacity[used]) if used else demand[running]
+        np.testing.assert_allclose(rates[running], want, rtol=1e-12)
+        if used:
+            np.testing.assert_allclose(load[used], usage.T @ want, rtol=1e-12)
+            assert peak == pytest.approx(float((usage.T @ want / capacity[used]).max()), rel=1e-12)
+        assert not load[[link for link in range(num_links) if link not in used]].any()
+
+
+def test_advance_quiet_hours_stops_at_the_limit():
+    """No tick past ``limit_s`` is taken (the env passes the horizon)."""
+    env, sim = _busy_sim("geopipe-v0", 0)
+    limit = sim._tick_s + 1.5 * 3600.0
+    sim.advance_quiet_hours(limit)
+    assert sim.now_s <= limit < sim._tick_s
+
+
+def test_weighted_integral_equals_hourly_integral():
+    """Σ weights · ∫ series over any interval equals HourlyIntegral.weighted_integral, value for value."""
+    rng = np.random.default_rng(1)
+    series = HourlyIntegral(rng.normal(size=(6, 48)))
+    for _ in range(200):
+        rows = rng.choice(6, size=int(rng.integers(1, 7)), replace=False)
+        weights = rng.uniform(0.0, 5.0, rows.size)
+        t0 = float(rng.uniform(-100.0, 50 * 3600.0))
+        t1 = t0 + float(rng.uniform(0.0, 60 * 3600.0))
+        want = series.weighted_integral(tuple(rows.tolist()), tuple(weights.tolist()), t0, t1)
+        got = kernels.weighted_integral(series.prefix_h, series.values, rows, weights, rows.size, t0, t1)
+        assert got == want
+
+
+def test_uniform_total_equals_the_python_closed_form():
+    """The compiled closed form is pipeline._uniform_total_s on floats, bit for bit, cadence floor included."""
+    rng = np.random.default_rng(2)
+    for _ in range(500):
+        f, x, lat = rng.uniform(0.001, 1.0), rng.uniform(0.0, 1.0), rng.uniform(0.0, 0.1)
+        s, m = float(rng.integers(1, 65)), int(rng.integers(1, 129))
+        cadence = float(rng.choice([0.0, rng.uniform(0.0, 3.0)]))
+        want = pipeline._uniform_total_s(f, s, x, lat, m, pipeline.ONE_F_ONE_B, cadence, max, math.floor, math.ceil)
+        assert kernels.uniform_total_s(f, s, x, lat, m, cadence) == want
+
+
+@pytest.mark.parametrize("schedule", pipeline.SCHEDULES)
+def test_layout_table_timing_equals_iteration_model(schedule):
+    """A layout table's compiled evaluation of an IterationModel's parts (the 1F1B path family folded into lines,
+    dominated lines dropped) equals IterationModel.total_s at any cadence floor, bit for bit, for every kind of
+    model (GPipe, closed form, one micro-batch, path family)."""
+    from test_timing_model import random_layout
+
+    rng = np.random.default_rng(3)
+    table = LayoutTable()
+    kinds = set()
+    for _ in range(400):
+        forward, backward, transfer, latency, m = random_layout(rng)
+        model = pipeline.IterationModel(forward, backward, transfer, latency, m, schedule)
+        parts = pipeline.model_parts(forward, backward, transfer, latency, m, schedule)
+        kinds.add(parts.kind)
+        lay = table.store(parts, profile=0, regions=np.arange(1), stages=np.arange(1) + len(kinds), extra=(0.0, 0.0, 0.0))
+        for cadence in (0.0, *rng.uniform(0.0, 3.0, 3), *rng.uniform(3.0, 50.0, 2)):
+            got = kernels.iteration_total_s(table.layout_f, table.layout_i, table.arrays, lay, cadence)
+            assert got == model.total_s(cadence)
+    assert kinds == ({pipeline.MODEL_GPIPE} if schedule == pipeline.GPIPE else {1, 2, 3})
+
+
+def test_fixed_paths_equal_the_python_ones():
+    """The compiled 1F1B path family's fixed parts equal pipeline._fixed_paths, array for array, bit for bit."""
+    from test_timing_model import random_layout
+
+    rng = np.random.default_rng(8)
+    checked = 0
+    while checked < 200:
+        forward, backward, transfer, latency, m = random_layout(rng)
+        if m < 2:
+            continue
+        n = m - 1
+        want = pipeline._fixed_paths(forward, backward, forward + backward, transfer, latency, n)
+        tab = want.tables
+        got = kernels.fixed_paths(
+            forward, backward, transfer, latency, n, tab.run_reach, tab.held, tab.turn_stage, tab.turn_reach,
+            tab.turn_hop_reach, tab.turn_held, tab.turn_cycles, tab.turn_segment, tab.turn_steps, tab.tail_copies,
+            tab.tail_width, tab.full_loops, tab.part_loop, tab.copies, tab.segment, tab.pre_loop, tab.post_width,
+            tab.cool_steps, tab.first_reach,
+        )
+        assert got[0] == want.last_stage_s and got[1] == want.other_s
+        for array, name in zip(got[2:], ("tail_s", "loops_only_s", "segments_s", "pre_loop_s", "post_s")):
+            assert np.array_equal(array, getattr(want, name)), name
+        checked += 1
+
+
+def test_find_layout_walks_past_hash_collisions():
+    """A placement whose hash key another placement holds is stored at the next key and found there, as
+    itself; the placement at the key is not mistaken for it."""
+    table = LayoutTable()
+    parts = pipeline.model_parts(np.ones(2), 2 * np.ones(2), np.ones(1), np.zeros(1), 4)
+    a_regions, a_stages = np.array([0, 1]), np.array([1, 1])
+    key_a = kernels.layout_key(0, a_regions, a_stages, 2)
+    # Another placement sits at a's key, as if its hash had collided with a's.
+    other = table.store(parts, 0, np.array([1, 0]), np.array([1, 1]), (0.0, 0.0, 0.0), key=key_a)
+    assert kernels.find_layout(table.index, table.layout_i, table.places, 0, a_regions, a_stages, 2) == (-1, key_a + 1)
+    a = table.store(parts, 0, a_regions, a_stages, (0.0, 0.0, 0.0))
+    assert table.index[key_a] == other and table.index[key_a + 1] == a != other
+    assert kernels.find_layout(table.index, table.layout_i, table.places, 0, a_regions, a_stages, 2) == (a, key_a + 1)
+    assert kernels.find_layout(table.index, table.layout_i, table.places, 1, a_regions, a_stages, 2)[0] == -1
+
+
+def test_layout_table_pickles_empty():
+    """The table is a cache: a pickled copy starts empty and works."""
+    table = LayoutTable()
+    parts = pipeline.model_parts(np.ones(1), 2 * np.ones(1), np.zeros(0), np.zeros(0), 4)
+    table.store(parts, 0, np.array([0]), np.array([1]), (0.0, 0.0, 0.0))
+    clone = pickle.loads(pickle.dumps(table))
+    assert table.num_layouts == 1 and clone.num_layouts == 0 and len(clone.index) == 0
+
+
+def test_pairwise_sum_equals_numpy_sum():
+    """Sums of 1 to 300 values of mixed magnitudes equal numpy's, bit for bit."""
+    rng = np.random.default_rng(4)
+    for count in [*range(1, 40), 64, 127, 128, 129, 200, 300]:
+        for _ in range(20):
+            values = rng.normal(size=count) * 10.0 ** rng.uniform(-6, 6, count)
+            assert kernels.pairwise_sum(values, count) == values.sum()
+
+
+def test_add_rows_equals_a_python_loop():
+    """Adding chosen rows in order gives, bit for bit, what ``out += table[r]`` in a Python loop gives."""
+    rng = np.random.default_rng(6)
+    table = rng.normal(size=(40, 9)) * 10.0 ** rng.uniform(-6, 6, (40, 9))
+    rows = rng.permutation(40)[:25].astype(np.int64)
+    want = np.zeros(9)
+    for r in rows:
+        want += table[r]
+    got = np.zeros(9)
+    kernels.add_rows(table, rows, got)
+    assert np.array_equal(got, want)
+
+
+def test_region_power_and_stale_jobs_equal_their_numpy_forms():
+    """Region power is the rows' sum in order, its kW and numpy's total; the stale jobs are those whose rate or
+    capacity version moved, in running order."""
+    rng = np.random.default_rng(7)
+    power_w = rng.uniform(0.0, 5e5, (30, 11))
+    running = rng.permutation(30)[:12].astype(np.int64)
+    total, kw = np.zeros(11), np.empty(11)
+    got = kernels.region_power(power_w, running, total, kw)
+    want = np.zeros(11)
+    for r in running:
+        want += power_w[r]
+    assert np.array_equal(total, want) and np.array_equal(kw, want / 1000.0) and got == float(want.sum())
+    rates, timed = rng.uniform(0, 1, 30), rng.uniform(0, 1, 30)
+    timed[running[::2]] = rates[running[::2]]
+    version = np.zeros(30, dtype=np.int64)
+    version[running[4]] = -1
+    out = np.zeros(30, dtype=np.int64)
+    count = kernels.stale_jobs(running, rates, timed, version, 0, out)
+    want_ids = [j for j in running if rates[j] != timed[j] or version[j] != 0]
+    assert out[:count].tolist() == want_ids and running[4] in want_ids
