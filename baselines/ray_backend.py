@@ -76,7 +76,9 @@ def prepare_environment(address: str | None = None) -> None:
     Always: no usage statistics, and Ray's files under ``<tmp>/geopipe-ray`` (never the home folder). For a local
     instance or a loopback address: every process on 127.0.0.1 (Ray otherwise binds the machine's network address).
     For a local instance Ray itself starts: token authentication with a fresh token held in the environment, not
-    written to ``~/.ray``. A cluster at another address keeps the user's settings (see the README's recipe).
+    written to ``~/.ray``, and workers at the priority of the process pool's (Ray lowers them to niceness 15, which on
+    a shared machine hands their CPU to any other work). A cluster at another address keeps the user's settings
+    (see the README's recipe).
     Does nothing once ``ray`` is imported, since Ray has read them by then.
     """
     if "ray" in sys.modules:
@@ -85,9 +87,11 @@ def prepare_environment(address: str | None = None) -> None:
     os.environ.setdefault("RAY_TMPDIR", os.path.join(tempfile.gettempdir(), RAY_TEMP_DIR_NAME))
     if is_loopback(address):
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # Ray's single-machine mode: loopback only
-    if address is None and "RAY_AUTH_MODE" not in os.environ:
-        os.environ["RAY_AUTH_MODE"] = "token"
-        os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+    if address is None:
+        os.environ.setdefault("RAY_worker_niceness", "0")
+        if "RAY_AUTH_MODE" not in os.environ:
+            os.environ["RAY_AUTH_MODE"] = "token"
+            os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
 
 
 def runtime_env() -> dict[str, Any]:

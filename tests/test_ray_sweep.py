@@ -1,6 +1,7 @@
 """evaluate.py --backend ray: the process backend's rows, tables and files, on a local instance and a two-node cluster."""
 
 import json
+import os
 
 import pytest
 from conftest import load_script
@@ -60,17 +61,18 @@ def test_two_node_cluster_gives_the_process_rows(two_node_cluster, process_rows)
 
 def test_workers_on_both_nodes_get_the_code_by_runtime_env_and_one_thread(two_node_cluster):
     """Each node's workers find the project's packages in the job's py_modules (so a node needs no install of the
-    project) and run torch on one thread."""
+    project), run torch on one thread, and run at the driver's priority (not Ray's niceness 15)."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     def worker_facts():
+        import os
         import sys
         from pathlib import Path
 
         import torch
 
         shipped = {pkg for entry in sys.path if "py_modules" in entry for pkg in ("geopipe_env", "baselines", "agents") if (Path(entry) / pkg / "__init__.py").is_file()}
-        return ray.get_runtime_context().get_node_id(), shipped, torch.get_num_threads()
+        return ray.get_runtime_context().get_node_id(), shipped, torch.get_num_threads(), os.nice(0)
 
     ray_backend.connect(two_node_cluster.address)
     try:
@@ -79,7 +81,7 @@ def test_workers_on_both_nodes_get_the_code_by_runtime_env_and_one_thread(two_no
         facts = ray.get([remote.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote() for node in nodes])
     finally:
         ray_backend.disconnect()
-    assert len(nodes) == 2 and {node for node, _, _ in facts} == set(nodes)
-    for _, shipped, threads in facts:
+    assert len(nodes) == 2 and {fact[0] for fact in facts} == set(nodes)
+    for _, shipped, threads, niceness in facts:
         assert shipped == {"geopipe_env", "baselines", "agents"}
-        assert threads == 1
+        assert threads == 1 and niceness == os.nice(0)
