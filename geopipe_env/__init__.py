@@ -4,10 +4,13 @@ geo-distributed GPU clusters.
 Layers (each module imports only from layers below it):
   1. ``units``, ``catalog``                         units and built-in catalogs
   2. ``scenario``, ``bundled``                      frozen scenario types, bundled data
-  3. ``physics.*``, ``sizing``                      pipeline timing, schedule simulation, bandwidth, energy, K* sizing
-  4. ``loader``, ``generator``, ``engine``, ``simulator``  YAML loading and validation, per-episode worlds,
-                                                    event heap, cluster simulator
-  5. ``placement``                                  named placement strategies
+  3. ``physics.*``, ``sizing``                      pipeline timing, schedule simulation, bandwidth, energy, K* sizing;
+                                                    ``physics.kernels``: their compiled (numba) counterparts
+  4. ``loader``, ``generator``, ``engine``, ``simulator``, ``layout_table``  YAML loading and validation,
+                                                    per-episode worlds, event heap, cluster simulator, layouts as
+                                                    flat arrays for compiled code
+  5. ``placement``, ``candidate_kernels``, ``candidate_table``  named placement strategies; the candidate table of
+                                                    the built-in strategies in compiled code
   6. ``observation``, ``env``                       observation encoding and the Gymnasium env
   7. ``render``                                     ANSI and RGB rendering
 """

@@ -25,17 +25,18 @@ class LayoutTable:
     background traffic: it assumes line rates that never change). Pickles empty: it is a cache."""
 
     def __init__(self) -> None:
+        self.layout_f = np.zeros((16, kernels.NUM_LAYOUT_FLOATS))  # (capacity, NUM_LAYOUT_FLOATS)
+        self.layout_i = np.zeros((16, kernels.NUM_LAYOUT_INTS), dtype=np.int64)  # (capacity, NUM_LAYOUT_INTS)
+        self.arrays = np.zeros(4096)  # the layouts' 1F1B path lines, one after the other
+        self.places = np.zeros(256, dtype=np.int64)  # the layouts' regions and stages, one after the other
         self.clear()
 
     def clear(self) -> None:
-        """Forget every layout and profile."""
+        """Forget every layout and profile. The arrays keep their size (what lies past the used part is never
+        read), so a table that fills and empties again and again holds the same memory."""
         self.index = kernels.new_layout_index()  # key → layout id (a numba typed dict)
         self.profiles: dict[tuple, int] = {}  # Job.profile_key → profile id
         self.num_layouts = 0
-        self.layout_f = np.zeros((16, kernels.NUM_LAYOUT_FLOATS))  # (capacity, NUM_LAYOUT_FLOATS)
-        self.layout_i = np.zeros((16, kernels.NUM_LAYOUT_INTS), dtype=np.int64)  # (capacity, NUM_LAYOUT_INTS)
-        self.arrays = np.zeros(4096)  # the layouts' 1F1B path arrays, one after the other
-        self.places = np.zeros(256, dtype=np.int64)  # the layouts' regions and stages, one after the other
         self._arrays_used = 0
         self._places_used = 0
 
@@ -43,7 +44,7 @@ class LayoutTable:
         return {}
 
     def __setstate__(self, state: dict) -> None:
-        self.clear()
+        self.__init__()
 
     def profile_id(self, job: Job) -> int:
         """The table's id of the job's profile (jobs with equal ``profile_key`` time alike)."""

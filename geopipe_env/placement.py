@@ -165,7 +165,7 @@ class PlacementContext:
 
 
 _PLACEMENTS: dict[tuple[tuple[int, ...], tuple[int, ...]], Placement] = {}
-PLACEMENT_INTERN_SIZE = 4096  # interned placements kept; the table is emptied when full
+PLACEMENT_INTERN_SIZE = 1024  # interned placements kept; the table is emptied when full
 
 
 def _placement(regions: tuple[int, ...], stages: tuple[int, ...]) -> Placement:

@@ -211,7 +211,7 @@ class Estimate(NamedTuple):
 
 
 RATES_PER_LAYOUT = 64  # rates memoised per layout (a layout can outlive an episode)
-LAYOUT_CACHE_SIZE = 2048  # layouts kept across episodes; the shared cache is emptied when it reaches this
+LAYOUT_CACHE_SIZE = 256  # layouts kept across episodes (launched ones: the compiled table has its own); emptied when full
 
 
 class ClusterSim:
