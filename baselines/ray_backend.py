@@ -8,8 +8,9 @@ Needs the ``ray`` extra (``pip install -e ".[ray]"``); this module imports ``ray
 import time), then starts a local Ray instance or joins the cluster at an address. The project's packages reach
 the workers through ``runtime_env["py_modules"]``, so a worker node needs the dependencies but not the project.
 
-:func:`run_tasks` runs :func:`baselines.evaluation.run_episode` tasks in chunks, one Ray task per chunk (a task per
-episode costs more in scheduling than a short episode takes), and returns the rows in the order of the tasks.
+:func:`run_tasks` runs :func:`baselines.evaluation.run_episode` tasks in chunks, one Ray task per chunk, so that
+scheduling and result transfer are paid per chunk rather than per episode (a toy episode takes milliseconds), and
+returns the rows in the order of the tasks.
 """
 
 from __future__ import annotations
