@@ -152,11 +152,6 @@ class JobShape:
         """GPUs one pipeline stage takes over all replicas: ``gpus_per_stage · data_parallel``."""
         return self.gpus_per_stage * self.data_parallel
 
-    @property
-    def sequences_per_iteration(self) -> int:
-        """The global batch: ``micro_batch_size · num_microbatches · data_parallel``."""
-        return self.micro_batch_size * self.num_microbatches * self.data_parallel
-
 
 @dataclass(frozen=True, slots=True)
 class JobClass:
@@ -220,15 +215,6 @@ class WorkloadSpec:
         if self.classes:
             return self.classes
         return (JobClass("default", 1.0, self.models, self.datasets, self.shape),)
-
-    def shapes(self) -> tuple[tuple[JobShape, tuple[ModelSpec, ...]], ...]:
-        """Every (shape, models) pair a job of this workload can have: the classes, or for a trace each row."""
-        if self.trace:
-            pairs: dict[tuple[JobShape, ModelSpec], None] = {}
-            for row in self.trace:
-                pairs[(row.shape or self.shape, row.model)] = None
-            return tuple((shape, (model,)) for shape, model in pairs)
-        return tuple((c.shape, c.models) for c in self.job_classes())
 
 
 @dataclass(frozen=True, slots=True)
