@@ -94,9 +94,9 @@ class World:
     busy_watts: np.ndarray  # (R,)
     idle_watts: np.ndarray  # (R,)
     pue: np.ndarray  # (R,)
-    # Equal for two worlds of one scenario exactly when their GPU counts and bandwidths are (randomisation
-    # changes only these): such worlds time any job profile on any placement alike.
-    physics_key: tuple[bytes, bytes] = (b"", b"")
+    # Equal for two worlds of one scenario exactly when their GPU counts, bandwidths and (with
+    # ``randomize.gpu_types``) GPU types are: such worlds time any job profile on any placement alike.
+    physics_key: tuple[bytes, ...] = (b"", b"")
 
     @property
     def num_regions(self) -> int:
@@ -131,25 +131,30 @@ def _sample_arrivals(scenario: Scenario, rng: np.random.Generator) -> list[tuple
     With one job class the draws are the arrival times, then every job's model, then every job's dataset; with
     several, each job's class is drawn by weight first, then its model and dataset within the class.
     """
-    wl = scenario.workload
+    wl, rand = scenario.workload, scenario.randomize
     if wl.arrival.process == "trace":
         rows = wl.trace[: wl.num_jobs]
         return [(r.submit_time_s, r.model, r.dataset, r.iterations, r.shape or wl.shape) for r in rows]
-    if wl.arrival.process == "poisson":
-        times = np.cumsum(rng.exponential(wl.arrival.mean_interarrival_s, size=wl.num_jobs))
+    num_jobs = int(rng.integers(rand.num_jobs[0], rand.num_jobs[1] + 1)) if rand.num_jobs else wl.num_jobs
+    batch = wl.arrival.process != "poisson"
+    if not batch and rand.batch_arrival_prob is not None:
+        batch = bool(rng.random() < rand.batch_arrival_prob)
+    if batch:
+        times = np.zeros(num_jobs)
     else:
-        times = np.zeros(wl.num_jobs)
+        mean_s = wl.arrival.mean_interarrival_s * (rng.uniform(*rand.arrival_scale) if rand.arrival_scale else 1.0)
+        times = np.cumsum(rng.exponential(mean_s, size=num_jobs))
     classes = wl.job_classes()
     if len(classes) == 1:
         (only,) = classes
-        model_idx = rng.integers(0, len(only.models), size=wl.num_jobs)
-        data_idx = rng.integers(0, len(only.datasets), size=wl.num_jobs)
+        model_idx = rng.integers(0, len(only.models), size=num_jobs)
+        data_idx = rng.integers(0, len(only.datasets), size=num_jobs)
         return [
             (float(t), only.models[m], only.datasets[d], None, only.shape) for t, m, d in zip(times, model_idx, data_idx)
         ]
     weights = np.array([c.weight for c in classes])
     jobs = []
-    for t, c in zip(times, rng.choice(len(classes), size=wl.num_jobs, p=weights / weights.sum())):
+    for t, c in zip(times, rng.choice(len(classes), size=num_jobs, p=weights / weights.sum())):
         job_class = classes[c]
         model = _draw(rng, job_class.models)
         dataset = _draw(rng, job_class.datasets)
@@ -164,6 +169,25 @@ def _draw(rng: np.random.Generator, options: tuple):
 
 
 PROFILE_CACHE_SIZE = 256  # model profiles kept per cache; cleared when full (randomised worlds rarely repeat)
+MAX_GPU_TYPE_DRAWS = 1000
+_GPU_FIELDS = ("tflops", "memory_gb", "busy_watts", "idle_watts")
+
+
+class JobDoesNotFit(ValueError):
+    """A job of the episode cannot be placed in the episode's world."""
+
+
+def _draw_gpu_types(types: tuple, num_regions: int, rng: np.random.Generator) -> tuple:
+    return tuple(types[i] for i in rng.integers(0, len(types), size=num_regions))
+
+
+def _cached_profile(cache: dict, key: tuple, model, shape, scenario, num_gpus, tflops, memory, busy, idle, pue, links):
+    profile = cache.get(key)
+    if profile is None:
+        profile = cache[key] = _model_profile(
+            model, shape, scenario, num_gpus, tflops, memory, busy, idle, pue, *links, scenario.pipeline_schedule
+        )
+    return profile
 
 
 def sample_world(scenario: Scenario, rng: np.random.Generator, profile_cache: dict | None = None) -> World:
@@ -181,34 +205,50 @@ def sample_world(scenario: Scenario, rng: np.random.Generator, profile_cache: di
     num_gpus = np.array([max(1, int(round(r.num_gpus * gpu_scale))) for r in regions], dtype=np.int64)
     bandwidth = net.bandwidth_gbps * bw_scale
     latency = net.latency_s.copy()
+    gpus = tuple(r.gpu for r in regions)
+    if rand.gpu_types:
+        gpus = _draw_gpu_types(rand.gpu_types, len(regions), rng)
+    constant_price = rand.constant_price_prob is not None and bool(rng.random() < rand.constant_price_prob)
     start_hour = scenario.start_hour if scenario.start_hour is not None else int(rng.integers(0, DAYS_PER_YEAR)) * 24
     num_hours = int(math.ceil(scenario.horizon_s / SECONDS_PER_HOUR)) + HORIZON_MARGIN_H
-    price = np.stack([r.price_usd_per_kwh.window(start_hour, num_hours) for r in regions])
+    if constant_price:  # each region at its series' 2023 mean
+        price = np.stack([np.full(num_hours, r.price_usd_per_kwh.values.mean()) for r in regions])
+    else:
+        price = np.stack([r.price_usd_per_kwh.window(start_hour, num_hours) for r in regions])
     carbon = np.stack(
         [r.carbon_g_per_kwh.window(start_hour, num_hours) if r.carbon_g_per_kwh else np.zeros(num_hours) for r in regions]
     )
-    tflops = np.array([r.gpu.tflops for r in regions])
-    memory = np.array([r.gpu.memory_gb for r in regions])
-    busy = np.array([r.gpu.busy_watts for r in regions])
-    idle = np.array([r.gpu.idle_watts for r in regions])
     pue = np.array([r.pue for r in regions])
-    schedule = scenario.pipeline_schedule
-    jobs = []
     # Jobs of one model share their sizing, timing and memory fit within a world (and across equal worlds).
     if profile_cache is None:
         profile_cache = {}
     elif len(profile_cache) >= PROFILE_CACHE_SIZE:
         profile_cache.clear()
-    world_key = (num_gpus.tobytes(), bandwidth.tobytes())
-    links = None  # the reference and best links, read only when a profile is computed
-    for job_id, (arrival_s, model, dataset, iterations, shape) in enumerate(_sample_arrivals(scenario, rng)):
-        profile = profile_cache.get((model, shape, world_key))
-        if profile is None:
-            links = links or _link_facts(bandwidth, latency, net.intra_bandwidth_gbps, net.intra_latency_s)
-            profile = profile_cache[(model, shape, world_key)] = _model_profile(
-                model, shape, scenario, num_gpus, tflops, memory, busy, idle, pue, *links, schedule
-            )
-        jobs.append(_make_job(job_id, arrival_s, model, dataset, iterations, scenario, shape, profile))
+    arrivals = _sample_arrivals(scenario, rng)
+    links = _link_facts(bandwidth, latency, net.intra_bandwidth_gbps, net.intra_latency_s)
+    for _ in range(MAX_GPU_TYPE_DRAWS):
+        tflops, memory, busy, idle = (np.array([getattr(g, f) for g in gpus]) for f in _GPU_FIELDS)
+        world_key = (num_gpus.tobytes(), bandwidth.tobytes())
+        if rand.gpu_types:
+            world_key += (np.stack([tflops, memory, busy, idle]).tobytes(),)
+        try:
+            jobs = [
+                _make_job(
+                    job_id, arrival_s, model, dataset, iterations, scenario, shape,
+                    _cached_profile(profile_cache, (model, shape, world_key), model, shape, scenario, num_gpus, tflops,
+                                    memory, busy, idle, pue, links),
+                )
+                for job_id, (arrival_s, model, dataset, iterations, shape) in enumerate(arrivals)
+            ]
+            break
+        except JobDoesNotFit:
+            if not rand.gpu_types:
+                raise
+            # A mixed fleet can leave too few GPUs of a job's reference type; each type alone always fits (the
+            # loader checks), so the draw is repeated: GPU types are uniform given that every job can run.
+            gpus = _draw_gpu_types(rand.gpu_types, len(regions), rng)
+    else:
+        raise JobDoesNotFit(f"no draw of randomize.gpu_types in {MAX_GPU_TYPE_DRAWS} fitted every job of the episode")
     return World(
         scenario=scenario,
         num_gpus=num_gpus,
@@ -267,12 +307,12 @@ def _model_profile(
         model.params, model.layers, model.hidden, b, s, m, g, schedule, num_gpus, memory, tflops, components, d
     )
     if sizing is None:
-        raise ValueError(f"model {model.name} fits no GPU memory in this episode")
+        raise JobDoesNotFit(f"model {model.name} fits no GPU memory in this episode")
     ref_region = sizing.ref_region
     # Never ask for more GPUs than one connected group of regions with enough memory holds.
     k_star = _num_stages(model, shape, scenario, sizing, tflops, memory, ref_bw, ref_lat)
     if k_star is None:
-        raise ValueError(f"model {model.name} fits no connected group of regions in this episode")
+        raise JobDoesNotFit(f"model {model.name} fits no connected group of regions in this episode")
     stage_bytes = pipeline.stage_memory_bytes(model.params, model.layers, model.hidden, k_star, b, s, m, schedule, d)
     fits = np.array([pipeline.fits_memory(stage_bytes, memory[r], g) for r in range(len(num_gpus))])
     forward = np.array(

@@ -436,7 +436,7 @@ def _build(data: Any, base_dir: Path, default_name: str) -> Scenario:
     regions = _regions(root, gpu_types, rule, base_dir)
     network = _network(network_section, regions, rule)
     workload, checks = _workload(root.section("workload", _WORKLOAD_KEYS, required=True), base_dir)
-    randomize = _randomize(root.section("randomize", ("bandwidth_scale", "gpu_scale")))
+    randomize = _randomize(root.section("randomize", _RANDOMIZE_KEYS), gpu_types, workload)
     objective = root.section("objective", ("cost_weight",))
     cost_weight = objective.number("cost_weight", default=1.0, minimum=0.0) if objective else 1.0
 
@@ -1134,22 +1134,59 @@ def _trace(
     return sorted(jobs, key=lambda row: row[1].submit_time_s)
 
 
-def _randomize(section: _Section | None) -> RandomizeSpec:
+_RANDOMIZE_KEYS = (
+    "bandwidth_scale",
+    "gpu_scale",
+    "gpu_types",
+    "constant_price_prob",
+    "num_jobs",
+    "arrival_scale",
+    "batch_arrival_prob",
+)
+
+
+def _randomize(section: _Section | None, gpu_types: dict[str, GpuType], workload: WorkloadSpec) -> RandomizeSpec:
     if section is None:
         return RandomizeSpec()
-    ranges = {}
-    for key in ("bandwidth_scale", "gpu_scale"):
-        if not section.has(key):
-            ranges[key] = None
-            continue
-        value, path = section.data[key], section.at(key)
-        if not isinstance(value, list) or len(value) != 2:
-            raise ScenarioError(path, f"got {_describe(value)}", "a list [low, high] of two positive numbers")
-        low, high = (check_number(v, _join(path, i), minimum=0.0, exclusive=True) for i, v in enumerate(value))
-        if low > high:
-            raise ScenarioError(path, f"low {low:g} > high {high:g}", "[low, high] with low <= high")
-        ranges[key] = (low, high)
+    ranges: dict[str, Any] = {key: _range(section, key) for key in ("bandwidth_scale", "gpu_scale", "arrival_scale")}
+    ranges["num_jobs"] = _range(section, "num_jobs", integer=True)
+    for key in ("constant_price_prob", "batch_arrival_prob"):
+        ranges[key] = section.number(key, default=None, minimum=0.0, maximum=1.0)
+    if section.has("gpu_types"):
+        names = []
+        for path, name in section.items("gpu_types", "GPU names"):
+            check_string(name, path)
+            if name.casefold() not in gpu_types:
+                known = sorted(g.name for g in gpu_types.values())
+                raise ScenarioError(path, f"unknown GPU {name!r}{_suggest(name, known)}", f"one of {_choices(known)}")
+            names.append(gpu_types[name.casefold()])
+        ranges["gpu_types"] = tuple(names)
+    process = workload.arrival.process
+    for key in ("arrival_scale", "batch_arrival_prob"):
+        if ranges[key] is not None and process != "poisson":
+            raise ScenarioError(
+                section.at(key), f"the workload's arrival process is {process!r}", "workload.arrival.process: poisson"
+            )
+    if ranges["num_jobs"] is not None and process == "trace":
+        raise ScenarioError(section.at("num_jobs"), "the jobs come from a trace", "a poisson or batch workload")
     return RandomizeSpec(**ranges)
+
+
+def _range(section: _Section, key: str, integer: bool = False) -> tuple | None:
+    """``[low, high]`` under ``key`` (positive numbers, or integers >= 1), low <= high; None if not given."""
+    if not section.has(key):
+        return None
+    value, path = section.data[key], section.at(key)
+    what = "a list [low, high] of two integers >= 1" if integer else "a list [low, high] of two positive numbers"
+    if not isinstance(value, list) or len(value) != 2:
+        raise ScenarioError(path, f"got {_describe(value)}", what)
+    if integer:
+        low, high = (check_integer(v, _join(path, i), minimum=1) for i, v in enumerate(value))
+    else:
+        low, high = (check_number(v, _join(path, i), minimum=0.0, exclusive=True) for i, v in enumerate(value))
+    if low > high:
+        raise ScenarioError(path, f"low {low:g} > high {high:g}", "[low, high] with low <= high")
+    return (low, high)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -1157,23 +1194,36 @@ def _randomize(section: _Section | None) -> RandomizeSpec:
 # ---------------------------------------------------------------------------------------------------------
 
 
-def _gpu_counts_to_check(scenario: Scenario) -> list[tuple[str, list[int]]]:
-    """GPU counts as given, and at the low end of ``randomize.gpu_scale`` (rounded as the generator does)."""
+def _fleets_to_check(scenario: Scenario) -> list[tuple[str, np.ndarray, tuple[GpuType, ...]]]:
+    """(key path, GPU counts, GPU types) of the fleets to check: as given; at the low end of
+    ``randomize.gpu_scale`` (rounded as the generator does); and, with ``randomize.gpu_types``, each listed type in
+    every region, at the low end of the scale."""
     counts = [r.num_gpus for r in scenario.regions]
-    checks = [("", counts)]
-    if scenario.randomize.gpu_scale is not None:
-        low = scenario.randomize.gpu_scale[0]
-        checks.append(("randomize.gpu_scale", [max(1, int(round(n * low))) for n in counts]))
-    return checks
+    types = tuple(r.gpu for r in scenario.regions)
+    fleets = [("", np.array(counts), types)]
+    rand = scenario.randomize
+    if rand.gpu_scale is not None:
+        counts = [max(1, int(round(n * rand.gpu_scale[0]))) for n in counts]
+        fleets.append(("randomize.gpu_scale", np.array(counts), types))
+    for gpu in rand.gpu_types or ():
+        fleets.append(("randomize.gpu_types", np.array(counts), (gpu,) * len(counts)))
+    return fleets
+
+
+def _fleet_text(scale_path: str, gpus: tuple[GpuType, ...]) -> str:
+    if scale_path == "randomize.gpu_types":
+        return f" when every region draws {gpus[0].name}"
+    return " at the low end of the GPU scale" if scale_path else ""
 
 
 def _check_feasible(scenario: Scenario, checks: list[tuple[JobShape, list[tuple[str, ModelSpec]], str]]) -> None:
     """Reject a world in which some job of the workload could never be placed.
 
-    Fewer GPUs only make placement harder, so checking the low end of ``gpu_scale`` covers every episode.
+    Fewer GPUs only make placement harder, so checking the low end of ``gpu_scale`` covers every episode's counts.
+    With ``gpu_types``, each listed type is checked alone in every region.
     """
     components = connected_components(scenario.network.bandwidth_gbps)
-    for scale_path, counts in _gpu_counts_to_check(scenario):
+    for scale_path, counts, gpus in _fleets_to_check(scenario):
         for shape, models, shape_path in checks:
             if not models:
                 continue
@@ -1185,7 +1235,7 @@ def _check_feasible(scenario: Scenario, checks: list[tuple[JobShape, list[tuple[
                     "a stage whose replicas fit inside one region",
                 )
             for model_path, model in models:
-                _check_model(scenario, model, model_path, shape, shape_path, scale_path, np.array(counts), components)
+                _check_model(scenario, model, model_path, shape, shape_path, scale_path, counts, gpus, components)
 
 
 def _check_model(
@@ -1196,20 +1246,20 @@ def _check_model(
     shape_path: str,
     scale_path: str,
     counts: np.ndarray,
+    gpus: tuple[GpuType, ...],
     components: list[np.ndarray],
 ) -> None:
-    """One model of one shape against the world, by the sizing rule the generator uses (see ``sizing``)."""
-    regions = scenario.regions
+    """One model of one shape against a fleet, by the sizing rule the generator uses (see ``sizing``)."""
     b, s, m, t, d = shape.micro_batch_size, shape.seq_len, shape.num_microbatches, shape.gpus_per_stage, shape.data_parallel
-    memory_gb = np.array([r.gpu.memory_gb for r in regions])
+    memory_gb = np.array([g.memory_gb for g in gpus])
     sizing = size_job(
         model.params, model.layers, model.hidden, b, s, m, t, scenario.pipeline_schedule, counts, memory_gb,
-        np.array([r.gpu.tflops for r in regions]), components, d,
+        np.array([g.tflops for g in gpus]), components, d,
     )
     if sizing is None:
         raise ScenarioError(
-            model_path,
-            f"model {model.name!r} ({model.params_b:g}B params) fits no GPU memory in this scenario, even at one "
+            scale_path if scale_path == "randomize.gpu_types" else model_path,
+            f"model {model.name!r} ({model.params_b:g}B params) fits no GPU memory{_fleet_text(scale_path, gpus)}, even at one "
             f"stage per layer on the largest GPU ({max(memory_gb):g} GB) with b={b}, s={s}, M={m} and {t} GPU(s) "
             "per stage",
             "a model whose stages fit GPU memory (more gpus_per_stage, a smaller micro_batch_size or seq_len, "
@@ -1227,7 +1277,7 @@ def _check_model(
             raise ScenarioError(
                 stages_path,
                 f"{shape.pipeline_stages} stages of model {model.name!r} do not fit {ref_memory_gb:g} GB GPUs at "
-                f"{t} GPU(s) per stage",
+                f"{t} GPU(s) per stage{_fleet_text(scale_path, gpus)}",
                 f"at least {need_stages} stages (or more gpus_per_stage)",
             )
         need_stages = shape.pipeline_stages
@@ -1237,7 +1287,7 @@ def _check_model(
             scale_path or model_path,
             f"model {model.name!r} needs at least {need_stages} stages × {t} GPU(s) × {d} replica(s) = {need_gpus} "
             f"GPUs of >= {ref_memory_gb:g} GB, but the scenario's regions hold {sizing.total_stages} such stages"
-            + (" at the low end of the GPU scale" if scale_path else ""),
+            + _fleet_text(scale_path, gpus),
             f"at least {need_gpus} such GPUs in total, in whole stages of {shape.stage_gpus} GPUs per region",
         )
     if shape.max_stages is not None and need_stages > shape.max_stages:

@@ -219,10 +219,25 @@ class WorkloadSpec:
 
 @dataclass(frozen=True, slots=True)
 class RandomizeSpec:
-    """Per-episode domain randomisation ranges (uniform), each ``(low, high)`` or ``None``."""
+    """Per-episode domain randomisation, drawn from the env's RNG at every reset; ``None`` leaves a part as given.
+
+    Attributes:
+        bandwidth_scale: ``(low, high)``: every inter-region capacity × U(low, high).
+        gpu_scale: ``(low, high)``: every region's GPU count × U(low, high), rounded, at least 1.
+        gpu_types: each region's GPU type drawn uniformly from these (catalog or scenario ``gpus``).
+        constant_price_prob: with this probability, every region's price is constant at its series' 2023 mean.
+        num_jobs: ``(low, high)`` integers: the episode's job count, uniform.
+        arrival_scale: ``(low, high)``: the Poisson mean interarrival time × U(low, high).
+        batch_arrival_prob: with this probability, every job arrives at t = 0 instead of by the Poisson process.
+    """
 
     bandwidth_scale: tuple[float, float] | None = None
     gpu_scale: tuple[float, float] | None = None
+    gpu_types: tuple[GpuType, ...] | None = None
+    constant_price_prob: float | None = None
+    num_jobs: tuple[int, int] | None = None
+    arrival_scale: tuple[float, float] | None = None
+    batch_arrival_prob: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

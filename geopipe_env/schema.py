@@ -62,6 +62,7 @@ def _object(properties: dict[str, Any], keys: tuple[str, ...], required: tuple[s
 
 POSITIVE = _number(0.0, exclusive=True)
 NON_NEGATIVE = _number(0.0)
+PROBABILITY = _number(0.0, maximum=1.0)
 RANGE = {"type": "array", "prefixItems": [POSITIVE, POSITIVE], "minItems": 2, "maxItems": 2}
 
 
@@ -177,7 +178,6 @@ def scenario_json_schema() -> dict[str, Any]:
             **_shape_properties(),
         },
         loader._WORKLOAD_KEYS,
-        required=("arrival",),
     )
     top = _object(
         {
@@ -193,14 +193,33 @@ def scenario_json_schema() -> dict[str, Any]:
             "regions": {"type": "array", "items": region, "minItems": 1},
             "network": network,
             "workload": workload,
-            "randomize": _object({"bandwidth_scale": RANGE, "gpu_scale": RANGE}, ("bandwidth_scale", "gpu_scale")),
+            "randomize": _object(
+                {
+                    "bandwidth_scale": RANGE,
+                    "gpu_scale": RANGE,
+                    "gpu_types": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "minItems": 1,
+                        "description": "GPU types each region draws from: " + ", ".join(loader.GPU_CATALOG) + ", or ones under gpus",
+                    },
+                    "constant_price_prob": PROBABILITY,
+                    "num_jobs": {"type": "array", "prefixItems": [_integer(), _integer()], "minItems": 2, "maxItems": 2},
+                    "arrival_scale": RANGE,
+                    "batch_arrival_prob": PROBABILITY,
+                },
+                loader._RANDOMIZE_KEYS,
+            ),
             "objective": _object({"cost_weight": NON_NEGATIVE}, ("cost_weight",)),
         },
         loader._TOP_KEYS,
     )
     # A file that extends another may leave out what it inherits; any other file gives the required sections.
     top["if"] = {"not": {"required": ["extends"]}}
-    top["then"] = {"required": ["horizon_h", "regions", "network", "workload"]}
+    top["then"] = {
+        "required": ["horizon_h", "regions", "network", "workload"],
+        "properties": {"workload": {"required": ["arrival"]}},
+    }
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": SCHEMA_ID,
