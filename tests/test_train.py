@@ -9,7 +9,7 @@ import pytest
 from conftest import load_script
 import torch
 import yaml
-from stable_baselines3.common.vec_env import SubprocVecEnv
+from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import geopipe_env  # noqa: F401
@@ -133,12 +133,14 @@ def test_plain_ppo_run_evaluates_and_saves(tmp_path):
     assert type(load_agent(tmp_path / "ppo" / "model.zip").model).__name__ == "PPO"
 
 
-def test_subprocess_envs_are_seeded_seed_plus_i():
-    """With n_envs > 1 the envs run in SubprocVecEnv workers (module-qualified id), env i seeded seed + i, with masks."""
-    hyperparams = load_hyperparams("maskable_ppo", "GeoPipe-v0", {"n_envs": 2, "normalize": False})
+@pytest.mark.parametrize("vec_env, cls", [("dummy", DummyVecEnv), ("subproc", SubprocVecEnv)])
+def test_vector_envs_are_seeded_seed_plus_i(vec_env, cls):
+    """n_envs envs in this process (default) or in SubprocVecEnv workers (module-qualified id), env i seeded seed + i,
+    with masks."""
+    hyperparams = load_hyperparams("maskable_ppo", "GeoPipe-v0", {"n_envs": 2, "normalize": False, "vec_env": vec_env})
     venv = make_vec_env("GeoPipe-v0", hyperparams, seed=5)
     try:
-        assert isinstance(venv, SubprocVecEnv)
+        assert isinstance(venv, cls)
         obs = venv.reset()
         masks = np.stack(venv.env_method("action_masks"))
     finally:
@@ -157,6 +159,7 @@ def test_subprocess_envs_are_seeded_seed_plus_i():
         (["--algo", "nope"], "invalid choice"),
         (["--hyperparams", "no_such_key=1"], "unknown hyperparameter(s) no_such_key"),
         (["--hyperparams", "n_steps=0"], "n_steps"),
+        (["--hyperparams", "vec_env=threads"], "vec_env"),
         (["--env", "NoSuch-v0"], "NoSuch"),
         (["--hyperparams", "env_kwargs={scenario: no-such-file.yaml}"], "no-such-file.yaml"),
         (["--seed", "999", "--hyperparams", "n_envs=2"], "held out"),
