@@ -4,13 +4,16 @@ At each decision :class:`RolloutPolicy` tries candidate actions on copies of the
 candidate, then the base policy (``bace-pipe`` by default) plays it to the episode's end, and the candidate whose
 copy earns the highest return is taken. The base policy's own action is always among the candidates and wins
 every tie, so the policy's return is at least its base policy's on every seed: the copies replay the env exactly
-(the env draws from its RNG only at ``reset``), and the base policy chooses from the env's state alone, so the
-base action's rollout is the return the base policy would still earn, and any candidate taken earns at least
-that much (the classic rollout improvement argument). The margin it finds over its base is a measure of how much
-a scheduler that decides one launch better could gain.
+(the env draws from its RNG only at ``reset``), and the base policy chooses from the env's state alone (every
+scripted policy does but ``fcfs-random``, whose draws depend on its history), so the base action's rollout is the
+return the base policy would still earn, and any candidate taken earns at least that much (the classic rollout
+improvement argument). The margin it finds over its base is a measure of how much a scheduler that decides one
+launch better could gain.
 
-The copies are the env's own (:func:`pickle` of the unwrapped ``GeoPipeEnv``, one snapshot per decision and one
-unpickled copy per candidate); the env being played is read but never stepped, and its RNG is not drawn from.
+The copies are the env's own: :mod:`pickle` of the unwrapped ``GeoPipeEnv``, one snapshot per decision and one
+unpickled copy per candidate (on GeoPipe-v0 an unpickled copy takes about a third of the time of a
+``copy.deepcopy``, and both continue exactly as the env). The env being played is read but never stepped, and its
+RNG is not drawn from.
 
 Candidates: wait, the base policy's action, and the distinct valid launches (actions of one queue slot whose
 strategies give the same placement are one launch). When there are more distinct launches than
