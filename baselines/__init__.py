@@ -25,15 +25,31 @@ _FACTORIES: dict[str, Callable[[], Policy]] = {
     # Heuristics beyond the paper's.
     "sjf": SjfPolicy,
     "price-aware": PriceAwarePolicy,
+    # Slow references, left out of the default lists: one-step rollout over a base policy (baselines.rollout).
+    "rollout": lambda: _rollout("bace-pipe"),
+    "rollout-sjf": lambda: _rollout("sjf"),
 }
+
+# Each decision plays the episode out on copies of the env, so these run only when named (docs/policies.md).
+SLOW_REFERENCES = ("rollout", "rollout-sjf")
 
 
 ALIASES = {"delay-first": "cr-ldf", "cost-first": "cr-lcf"}  # the paper's family names for the same policies
 
 
-def policy_names(include_aliases: bool = True) -> tuple[str, ...]:
-    """Every name :func:`make_policy` accepts (optionally without the aliases of other names)."""
-    return tuple(name for name in _FACTORIES if include_aliases or name not in ALIASES)
+def _rollout(base: str) -> Policy:
+    from baselines.rollout import RolloutPolicy
+
+    return RolloutPolicy(base)
+
+
+def policy_names(include_aliases: bool = True, include_slow: bool = False) -> tuple[str, ...]:
+    """The names :func:`make_policy` accepts (optionally without the aliases of other names), without the slow
+    references (:data:`SLOW_REFERENCES`) unless ``include_slow``: these are the default policy lists."""
+    return tuple(
+        name for name in _FACTORIES
+        if (include_aliases or name not in ALIASES) and (include_slow or name not in SLOW_REFERENCES)
+    )
 
 
 def make_policy(name: str) -> Policy:
@@ -44,4 +60,4 @@ def make_policy(name: str) -> Policy:
         raise ValueError(f"unknown policy {name!r}; expected one of {', '.join(_FACTORIES)}") from None
 
 
-__all__ = ["Policy", "ScriptedPolicy", "make_policy", "policy_names"]
+__all__ = ["SLOW_REFERENCES", "Policy", "ScriptedPolicy", "make_policy", "policy_names"]

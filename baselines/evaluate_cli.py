@@ -6,7 +6,8 @@ Examples::
     geopipe-evaluate --env GeoPipe-Paper-v0 my-world.yaml --policies cr-ldf lcf runs/ppo/model.zip --seeds 20
 
 A policy argument ending in .zip is a saved agent; an env argument ending in .yaml/.yml is a scenario file run on
-GeoPipe-v0. Seeds are seed_start .. seed_start + N - 1 (default 1000..1009): seeds >= 1000 are held out for
+GeoPipe-v0. The slow rollout references (``rollout``, ``rollout-sjf``) run only when named in ``--policies``.
+Seeds are seed_start .. seed_start + N - 1 (default 1000..1009): seeds >= 1000 are held out for
 evaluation. ``python evaluate.py`` in a source checkout runs the same :func:`main`. The logic lives in
 ``baselines.evaluation`` and ``baselines.plots``.
 """
@@ -20,7 +21,7 @@ import time
 from pathlib import Path
 
 from agents.loading import TRAIN_EXTRA_INSTALL, train_extra_available
-from baselines import policy_names
+from baselines import SLOW_REFERENCES, policy_names
 from baselines.cli import OneLineErrorParser, command_line, int_at_least
 from baselines.evaluation import (
     DEFAULT_ENV_ID,
@@ -54,7 +55,9 @@ _POSITIVE_INT = int_at_least(1)
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser = OneLineErrorParser(
-        prog=prog, description=__doc__.splitlines()[0], epilog=f"scripted policies: {', '.join(policy_names())}"
+        prog=prog, description=__doc__.splitlines()[0],
+        epilog=f"scripted policies: {', '.join(policy_names())}; slow references, run only when named "
+        f"(each decision plays the episode out on copies of the env): {', '.join(SLOW_REFERENCES)}",
     )
     parser.add_argument(
         "--env", nargs="+", action="extend", metavar="ENV",
@@ -63,7 +66,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser.add_argument(
         "--policies", nargs="+", metavar="POLICY",
         help="scripted policy names or saved agents (SB3 .zip, or an RLlib checkpoint folder) "
-        "(default: every scripted policy and the shipped agent)",
+        "(default: every scripted policy and the shipped agent, without the slow rollout references)",
     )
     parser.add_argument(
         "--seeds", "--episodes", dest="episodes", type=_POSITIVE_INT, default=DEFAULT_EPISODES, metavar="N",
