@@ -83,3 +83,66 @@ def test_plain_ppo_cannot_use_it(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         train.main(["--algo", "ppo", "--hyperparams", "policy=CandidateScoringPolicy", "--log-dir", str(tmp_path)])
     assert exit_info.value.code == 2 and "needs --algo maskable_ppo" in capsys.readouterr().err
+
+
+def test_deterministic_play_takes_the_mode_of_the_decision():
+    """With launch probability spread over many actions, the argmax over all actions is wait although launching is
+    the likelier decision; deterministic play launches (the most probable launch), and waits only when wait holds
+    at least half the probability."""
+    env = gym.make("GeoPipe-v0").unwrapped
+    obs, info = env.reset(seed=5)
+    mask = info["action_mask"]
+    valid_launches = int(mask[:-1].sum())
+    assert valid_launches >= 3
+    policy = _policy(env)
+    with torch.no_grad():  # every launch logit 0, wait's logit set so that P(wait) = p
+        policy.action_net.score[-1].weight.zero_()
+        policy.action_net.score[-1].bias.zero_()
+        policy.action_net.wait.weight.zero_()
+    tensor, _ = policy.obs_to_tensor(obs)
+    for p_wait, expect_wait in ((0.3, False), (0.6, True)):
+        with torch.no_grad():
+            policy.action_net.wait.bias.fill_(float(np.log(p_wait / (1 - p_wait) * valid_launches)))
+            probs = policy.get_distribution(tensor, action_masks=mask[None]).distribution.probs[0].numpy()
+        assert probs[-1] == pytest.approx(p_wait, rel=1e-4)
+        assert int(np.argmax(probs)) == env.wait_action  # the plain mode waits in both cases
+        action, _ = policy.predict(obs, action_masks=mask, deterministic=True)
+        assert (int(action) == env.wait_action) == expect_wait
+        assert mask[int(action)]
+
+
+def test_a_short_default_run_does_not_collapse_to_waiting(tmp_path):
+    """A few thousand steps of the default GeoPipe-v0 hyperparameters give a deterministic agent that launches:
+    it waits at under half of the decisions where it could launch, and scores far above waiting throughout."""
+    threads = torch.get_num_threads()
+    args = ["--env", "GeoPipe-v0", "--n-timesteps", "4096", "--eval-freq", "0", "--checkpoint-freq", "0",
+            "--verbose", "0", "--no-progress-bar", "--log-dir", str(tmp_path), "--run-name", "young"]
+    try:
+        assert train.main(args) == 0
+    finally:
+        torch.set_num_threads(threads)
+    agent = load_agent(tmp_path / "young" / "model.zip")
+    for seed in (1000, 1001):
+        env = gym.make("GeoPipe-v0")
+        obs, info = env.reset(seed=seed)
+        agent.reset(env)
+        agent_return, could_launch, waited = 0.0, 0, 0
+        while True:
+            action = agent.act(obs, info)
+            if info["action_mask"][:-1].any():
+                could_launch += 1
+                waited += action == env.unwrapped.wait_action
+            obs, reward, terminated, truncated, info = env.step(action)
+            agent_return += reward
+            if terminated or truncated:
+                break
+        wait_env = gym.make("GeoPipe-v0")
+        _, info = wait_env.reset(seed=seed)
+        wait_return = 0.0
+        while True:
+            _, reward, terminated, truncated, info = wait_env.step(wait_env.unwrapped.wait_action)
+            wait_return += reward
+            if terminated or truncated:
+                break
+        assert waited < 0.5 * could_launch
+        assert agent_return > 0.5 * wait_return  # returns are negative: at least twice as good as waiting
