@@ -62,8 +62,10 @@ def _admits(a: int, b: int, spare: np.ndarray, latency: np.ndarray, forward: np.
 
 
 @njit(cache=True)
-def _grow_path(start, needed, free, bandwidth, spare, latency, forward, wan_bytes, price, score_kind, max_free, max_bw,
-               admissible, both_ends, path, in_path) -> int:
+def _grow_path(start: int, needed: int, free: np.ndarray, bandwidth: np.ndarray, spare: np.ndarray,
+               latency: np.ndarray, forward: np.ndarray, wan_bytes: float, price: np.ndarray, score_kind: int,
+               max_free: float, max_bw: float, admissible: bool, both_ends: bool, path: np.ndarray,
+               in_path: np.ndarray) -> int:
     """``placement._grow_path``: the path's length in ``path`` (0 if it cannot hold ``needed`` stages)."""
     num_regions = free.shape[0]
     in_path[:] = False
@@ -104,7 +106,8 @@ def _grow_path(start, needed, free, bandwidth, spare, latency, forward, wan_byte
 
 
 @njit(cache=True)
-def _fill_in_order(path, length, free, needed, regions, stages) -> int:
+def _fill_in_order(path: np.ndarray, length: int, free: np.ndarray, needed: int, regions: np.ndarray,
+                   stages: np.ndarray) -> int:
     """``placement._fill_in_order``: the placement's length in ``regions``/``stages`` (0 if none)."""
     placed, count = 0, 0
     for i in range(length):
@@ -121,7 +124,8 @@ def _fill_in_order(path, length, free, needed, regions, stages) -> int:
 
 
 @njit(cache=True)
-def _cost_min_allocate(path, length, free, needed, rank, regions, stages, order) -> int:
+def _cost_min_allocate(path: np.ndarray, length: int, free: np.ndarray, needed: int, rank: np.ndarray,
+                       regions: np.ndarray, stages: np.ndarray, order: np.ndarray) -> int:
     """``placement.cost_min_allocate``: one stage per path region, the rest in ascending cost; length or 0."""
     if length > needed:
         return 0
@@ -144,7 +148,7 @@ def _cost_min_allocate(path, length, free, needed, rank, regions, stages, order)
 
 
 @njit(cache=True)
-def _best_single(free, needed, keys) -> int:
+def _best_single(free: np.ndarray, needed: int, keys: np.ndarray) -> int:
     """``placement.single_region``: the region minimising ``(keys[r], r)`` that holds ``needed`` stages, or -1."""
     best = -1
     for r in range(free.shape[0]):
@@ -154,8 +158,10 @@ def _best_single(free, needed, keys) -> int:
 
 
 @njit(cache=True)
-def _named(code, free, free_gpus, needed, bandwidth, spare, max_spare, latency, forward, wan_bytes, price, rank,
-           regions, stages, path, in_path, order) -> int:
+def _named(code: int, free: np.ndarray, free_gpus: np.ndarray, needed: int, bandwidth: np.ndarray, spare: np.ndarray,
+           max_spare: float, latency: np.ndarray, forward: np.ndarray, wan_bytes: float, price: np.ndarray,
+           rank: np.ndarray, regions: np.ndarray, stages: np.ndarray, path: np.ndarray, in_path: np.ndarray,
+           order: np.ndarray) -> int:
     """The placement of named strategy ``code`` (``placement.BASE_STRATEGIES``) in ``regions``/``stages``; its
     length, 0 if the strategy finds none."""
     num_regions = free.shape[0]
@@ -206,7 +212,9 @@ def _named(code, free, free_gpus, needed, bandwidth, spare, max_spare, latency, 
 
 
 @njit(cache=True)
-def _same(regions_a, stages_a, length_a, regions_b, stages_b, length_b) -> bool:
+def _same(regions_a: np.ndarray, stages_a: np.ndarray, length_a: int, regions_b: np.ndarray, stages_b: np.ndarray,
+          length_b: int) -> bool:
+    """Whether two placements (regions, stages, path length) are equal."""
     if length_a != length_b:
         return False
     for i in range(length_a):
@@ -225,7 +233,7 @@ def candidate_table(
     strategies,
     index, layout_f, layout_i, arrays, places,
     candidate_of, candidate_f, candidate_place, candidate_length, misses,
-):
+) -> tuple[int, int]:
     """The candidate table of the visible jobs (``placement.candidate_row`` for each, in slot order).
 
     Args:
@@ -406,8 +414,9 @@ def candidate_table(
 
 
 @njit(cache=True)
-def candidate_features(candidate_of, candidate_f, candidate_length, slot_isolated_iteration_s, t_ref_s, c_ref_usd,
-                       wan_scale, carbon_ref_kg, out, can_start) -> None:
+def candidate_features(candidate_of: np.ndarray, candidate_f: np.ndarray, candidate_length: np.ndarray,
+                       slot_isolated_iteration_s: np.ndarray, t_ref_s: float, c_ref_usd: float, wan_scale: float,
+                       carbon_ref_kg: float, out: np.ndarray, can_start: np.ndarray) -> None:
     """Write the observation's candidate rows (``observation.CANDIDATE_FEATURES``) of a computed table into
     ``out`` (Q·K, 8) float32, as ``ObservationEncoder.encode`` does from ``CandidateInfo`` values (before its
     clipping), and whether each visible job has a candidate into ``can_start`` (Q,)."""
