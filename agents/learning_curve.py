@@ -5,7 +5,11 @@ policies on the same env and seeds drawn as horizontal lines.
 :class:`agents.callbacks.HeldOutEvalCallback`) and ``reference_returns.csv`` (the scripted policies, evaluated once
 when training starts). To redraw it by hand::
 
-    python -m agents.learning_curve runs/<run> [--out curve.png]
+    python -m agents.learning_curve runs/<run> [--out curve.png] [--references bace-pipe sjf rollout ...]
+
+``--references`` first plays those policies (scripted names, ``rollout`` included) on the run's evaluation env and
+seeds (from its ``args.yml`` and ``config.yml``) and replaces ``reference_returns.csv`` with their rows; the line
+of the best scripted policy among them is marked as such.
 """
 
 from __future__ import annotations
@@ -52,6 +56,20 @@ def write_references(run_dir: Path, rows: list[dict[str, float | str]]) -> None:
         writer.writerows(rows)
 
 
+def evaluate_run_references(run_dir: Path, names: list[str]) -> None:
+    """Play ``names`` on the run's evaluation env and seeds and write them to ``reference_returns.csv``."""
+    import gymnasium as gym
+    import yaml
+
+    from agents.callbacks import evaluate_references
+
+    args = yaml.safe_load((run_dir / "args.yml").read_text())
+    config = yaml.safe_load((run_dir / "config.yml").read_text())
+    env = gym.make(args["env"], **config.get("env_kwargs", {}))
+    seeds = range(args["eval_seed_start"], args["eval_seed_start"] + args["eval_episodes"])
+    evaluate_references(run_dir, env, seeds, names)
+
+
 def plot_learning_curve(run_dir: Path, out: Path | None = None, title: str | None = None) -> Path:
     """Draw the run's learning curve (mean evaluation return; the seeds' spread is left out, since every point
     plays the same seeds) with the reference lines."""
@@ -63,8 +81,11 @@ def plot_learning_curve(run_dir: Path, out: Path | None = None, title: str | Non
     ax.plot(timesteps, means, marker="o", markersize=3, color="black", label="agent (deterministic, masked)")
     cmap = colormaps["tab10"]
     references = read_references(run_dir)
+    scripted = {n: v for n, v in references.items() if not n.startswith("rollout")}
+    best = max(scripted, key=scripted.get) if len(scripted) > 1 else None
     for i, (name, value) in enumerate(references.items()):
-        ax.axhline(value, color=cmap(i), linestyle="--", linewidth=1.4, label=f"{name} ({value:.2f})")
+        label = f"{name}{' (best scripted)' if name == best else ''} ({value:.2f})"
+        ax.axhline(value, color=cmap(i), linestyle=":" if name.startswith("rollout") else "--", linewidth=1.4, label=label)
     if references:
         # Zoom on the scripted policies' level: the first evaluations of a fresh policy can lie far below it.
         low_ref = min(references.values())
@@ -91,10 +112,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--out", type=Path, help=f"output PNG (default <run_dir>/{CURVE_FILE})")
     parser.add_argument("--title")
+    parser.add_argument("--references", nargs="+", metavar="POLICY",
+                        help="play these policies on the run's evaluation seeds first and draw them as the lines")
     args = parser.parse_args(argv)
     if not (args.run_dir / EVALUATIONS_FILE).is_file():
         parser.error(f"{args.run_dir} has no {EVALUATIONS_FILE}; is it a train.py run folder with evaluations?")
     try:
+        if args.references:
+            evaluate_run_references(args.run_dir, args.references)
         print(plot_learning_curve(args.run_dir, args.out, args.title))
     except ValueError as exc:
         parser.error(str(exc))
