@@ -25,7 +25,7 @@ A ``Dict`` of flat float32 boxes, padded to ``max_regions``; each is a row-major
 | links | (max_regions², 3) | row i·max_regions+j is link i→j: capacity (÷ max), utilisation, latency (÷ max) |
 | queue | (Q, 6) | present, GPU share, log isolated duration ÷ T_ref, log bandwidth demand ÷ median link, waiting time ÷ T_ref, can start |
 | candidates | (Q·K, 8) | row a describes action a: feasible, log est. iteration ÷ isolated, log est. duration ÷ T_ref, est. cost ÷ C_ref, WAN hops, bandwidth slack, stall flag, est. carbon ÷ ref |
-| global | (7,) | hour of day sin/cos, queue beyond window, running jobs, GPU utilisation, time ÷ horizon, mean link utilisation |
+| global | (8,) | hour of day sin/cos, queue beyond window, running jobs, GPU utilisation, time ÷ horizon, mean link utilisation, wait gap |
 
 ## Rewards
 A step covering Δt earns ``−(Σ_jobs-in-system Δt / T_ref + cost_weight · Δcost / C_ref)``, so an episode sums to

@@ -211,13 +211,15 @@ def sample_world(scenario: Scenario, rng: np.random.Generator, profile_cache: di
     constant_price = rand.constant_price_prob is not None and bool(rng.random() < rand.constant_price_prob)
     start_hour = scenario.start_hour if scenario.start_hour is not None else int(rng.integers(0, DAYS_PER_YEAR)) * 24
     num_hours = int(math.ceil(scenario.horizon_s / SECONDS_PER_HOUR)) + HORIZON_MARGIN_H
-    if constant_price:  # each region at its series' 2023 mean
-        price = np.stack([np.full(num_hours, r.price_usd_per_kwh.values.mean()) for r in regions])
-    else:
-        price = np.stack([r.price_usd_per_kwh.window(start_hour, num_hours) for r in regions])
+    price = np.stack([r.price_usd_per_kwh.window(start_hour, num_hours) for r in regions])
     carbon = np.stack(
         [r.carbon_g_per_kwh.window(start_hour, num_hours) if r.carbon_g_per_kwh else np.zeros(num_hours) for r in regions]
     )
+    if constant_price:  # each region's price and carbon at its series' 2023 mean: a world without hourly series
+        price = np.stack([np.full(num_hours, r.price_usd_per_kwh.values.mean()) for r in regions])
+        carbon = np.stack(
+            [np.full(num_hours, r.carbon_g_per_kwh.values.mean() if r.carbon_g_per_kwh else 0.0) for r in regions]
+        )
     pue = np.array([r.pue for r in regions])
     # Jobs of one model share their sizing, timing and memory fit within a world (and across equal worlds).
     if profile_cache is None:

@@ -2,7 +2,7 @@
 
 Every array is flat (1-D), as SB3's ``MultiInputPolicy`` expects; reshape with :func:`obs_layout` to recover the
 tables: ``regions`` (max_regions, 8), ``links`` (max_regions², 3) where row ``i·max_regions + j`` is link i→j,
-``queue`` (Q, 6), ``candidates`` (Q·K, 8) where row ``a = slot·K + k`` describes action ``a``, and ``global`` (7,).
+``queue`` (Q, 6), ``candidates`` (Q·K, 8) where row ``a = slot·K + k`` describes action ``a``, and ``global`` (8,).
 
 Every feature is scale-free (a ratio, a log-ratio or a normalised value) so that a policy trained on one
 scenario reads another with at most ``max_regions`` regions. Shapes are fixed; absent rows are zero with a zero
@@ -31,7 +31,13 @@ REGION_FEATURES = ("present", "free_gpu_fraction", "gpus_share", "price_now", "p
 LINK_FEATURES = ("capacity", "utilization", "latency")
 QUEUE_FEATURES = ("present", "stages_share", "log_isolated_duration", "log_bandwidth_demand", "waiting_time", "can_start")
 CANDIDATE_FEATURES = ("feasible", "log_iteration_vs_isolated", "log_duration", "cost", "wan_hops", "bandwidth_slack", "stalled", "carbon")
-GLOBAL_FEATURES = ("hour_sin", "hour_cos", "queue_beyond_window", "running_jobs", "gpu_utilization", "time_fraction", "mean_link_utilization")
+GLOBAL_FEATURES = (
+    "hour_sin", "hour_cos", "queue_beyond_window", "running_jobs", "gpu_utilization", "time_fraction", "mean_link_utilization",
+    "wait_gap",  # log(1 + time a wait would skip ÷ T_ref): to the next arrival, completion or hour tick, or the horizon
+)
+
+
+WAIT_GAP = GLOBAL_FEATURES.index("wait_gap")
 
 
 def obs_layout(max_regions: int, queue_slots: int, num_strategies: int) -> dict[str, tuple[int, ...]]:
@@ -280,6 +286,7 @@ class ObservationEncoder:
             allocated / self.total_gpus,
             now / w.horizon_s,
             mean_util,
+            self._wait_gap(sim),
         )
         np.minimum(flat, OBS_CLIP, out=flat)
         np.maximum(flat, -OBS_CLIP, out=flat)
@@ -303,4 +310,12 @@ class ObservationEncoder:
             w.horizon_s, self._num_links, table.candidate_of[: table.num_slots], table.candidate_f,
             table.candidate_length, self._job_isolated_iteration_s[slot_jobs], self.c_ref_usd, self.carbon_ref_kg, c,
         )
+        g[WAIT_GAP] = self._wait_gap(sim)
         return {key: flat[part] for key, part in zip(self._keys, self._slices)}
+
+    def _wait_gap(self, sim: ClusterSim) -> float:
+        """``log(1 + Δt / T_ref)`` for the Δt a wait would skip: to the simulator's next event (arrival, completion
+        or hour tick) or to the horizon, whichever is first. A world without hourly series and with nothing running
+        or due skips to the horizon."""
+        gap_s = min(sim.next_event_s(), self.world.horizon_s) - sim.now_s
+        return min(math.log1p(max(gap_s, 0.0) / self.t_ref_s), OBS_CLIP)

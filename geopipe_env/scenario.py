@@ -225,7 +225,8 @@ class RandomizeSpec:
         bandwidth_scale: ``(low, high)``: every inter-region capacity × U(low, high).
         gpu_scale: ``(low, high)``: every region's GPU count × U(low, high), rounded, at least 1.
         gpu_types: each region's GPU type drawn uniformly from these (catalog or scenario ``gpus``).
-        constant_price_prob: with this probability, every region's price is constant at its series' 2023 mean.
+        constant_price_prob: with this probability, every region's price and carbon are constant at their series'
+            2023 means (a world without hourly series).
         num_jobs: ``(low, high)`` integers: the episode's job count, uniform.
         arrival_scale: ``(low, high)``: the Poisson mean interarrival time × U(low, high).
         batch_arrival_prob: with this probability, every job arrives at t = 0 instead of by the Poisson process.

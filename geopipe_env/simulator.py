@@ -263,9 +263,10 @@ class ClusterSim:
         self._events = EventQueue()
         for job in world.jobs:
             self._events.push(job.arrival_s, Event(EventKind.ARRIVAL, job.job_id))
+        # Hour ticks only where something changes by the hour: background traffic, or an hourly price or carbon
+        # series of this episode's world (randomisation can hold a scenario's markets constant).
         self._time_varying = sc.network.background is not None or any(
-            not r.price_usd_per_kwh.is_constant or (r.carbon_g_per_kwh is not None and not r.carbon_g_per_kwh.is_constant)
-            for r in sc.regions
+            bool(np.ptp(series.values, axis=1).any()) for series in (world.price, world.carbon)
         )
         # The next hour tick: kept beside the heap (there is at most one), so that the next arrival or completion
         # is the heap's top and a run of quiet hours can be taken at once (advance_quiet_hours).
