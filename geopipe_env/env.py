@@ -169,6 +169,7 @@ class GeoPipeEnv(gym.Env):
         self.sim: ClusterSim | None = None
         self._profile_cache: dict = {}  # model profiles across episodes (generator.sample_world)
         self._layouts: tuple[tuple, dict] = ((), {})  # (world physics key, its layouts) across episodes
+        self._encoder_constants: dict = {}  # the observation's constants of the last world physics
 
     # ------------------------------------------------------------------ gym API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
@@ -191,7 +192,8 @@ class GeoPipeEnv(gym.Env):
         self.c_ref_usd = iso_energy_kwh * (mean_price if mean_price > 0 else float(np.abs(self.world.price.values).mean()) + 1e-9)
         carbon_ref_kg = iso_energy_kwh * float(self.world.carbon.values.mean()) / 1000.0
         self.encoder = ObservationEncoder(
-            self.world, self.max_regions, self.queue_slots, self.num_strategies, self.t_ref_s, self.c_ref_usd, carbon_ref_kg
+            self.world, self.max_regions, self.queue_slots, self.num_strategies, self.t_ref_s, self.c_ref_usd, carbon_ref_kg,
+            self._encoder_constants,
         )
         self.invalid_actions = 0
         self.decisions = 0
@@ -213,7 +215,11 @@ class GeoPipeEnv(gym.Env):
         self.decisions += 1
         if 0 <= a < self.wait_action and self._mask[a]:
             slot, k = divmod(a, self.num_strategies)
-            sim.launch(sim.waiting[slot], self.candidate(slot, k).placement)
+            if isinstance(self._cands, CandidateTable):
+                placement = self._cands.placement(slot, k)
+            else:
+                placement = self._cands[slot][k].placement
+            sim.launch(sim.waiting[slot], placement)
             self._advance_until_decision()
         else:
             if a != self.wait_action or not self._mask[a]:

@@ -58,6 +58,9 @@ class Placement:
         return len(self.regions) - 1
 
 
+_WAITING = int(JobStatus.WAITING)
+
+
 class InfeasiblePlacement(ValueError):
     """A placement that cannot be launched now (not enough GPUs, memory, or a missing link)."""
 
@@ -474,20 +477,26 @@ class ClusterSim:
 
     def check_placement(self, job: Job, placement: Placement) -> str | None:
         """Why ``placement`` cannot be launched for ``job`` now, or None if it can."""
-        if self.status[job.job_id] != JobStatus.WAITING:
+        if self.status[job.job_id] != _WAITING:
             return "job is not waiting"
-        if len(set(placement.regions)) != len(placement.regions) or not placement.regions:
+        regions, stages = placement.regions, placement.stages
+        if not regions or len(set(regions)) != len(regions):
             return "regions must be a non-empty path of distinct regions"
-        if sum(placement.stages) != job.num_stages or min(placement.stages) < 1:
+        if sum(stages) != job.num_stages or min(stages) < 1:
             return f"stages must be positive and sum to K*={job.num_stages}"
-        for r, n in zip(placement.regions, placement.stages):
-            if not job.fits[r]:
+        fits = job.fits
+        free = self.free_gpus
+        g = job.stage_gpus
+        for r, n in zip(regions, stages):
+            if not fits[r]:
                 return f"a stage does not fit GPU memory in region {r}"
-            if n * job.stage_gpus > self.free_gpus[r]:
-                return f"region {r} has {self.free_gpus[r]} free GPUs, needs {n * job.stage_gpus}"
-        for a, b in zip(placement.regions[:-1], placement.regions[1:]):
-            if self.world.bandwidth_gbps[a, b] <= 0.0:
-                return f"no link between regions {a} and {b}"
+            if n * g > free[r]:
+                return f"region {r} has {free[r]} free GPUs, needs {n * g}"
+        if len(regions) > 1:
+            bandwidth = self.world.bandwidth_gbps
+            for a, b in zip(regions, regions[1:]):
+                if bandwidth[a, b] <= 0.0:
+                    return f"no link between regions {a} and {b}"
         return None
 
     def estimate(self, job: Job, placement: Placement, spare_gbps: list[list[float]] | None = None) -> Estimate:
