@@ -349,10 +349,11 @@ class GeoPipeEnv(gym.Env):
         makespan = float(np.nanmax(sim.finish_s)) if done.any() else sim.now_s
         total_gpu_s = float(w.num_gpus.sum()) * max(sim.now_s, 1e-9)
         hours = lambda x: float(x) / SECONDS_PER_HOUR  # noqa: E731
+        p50, p95 = np.percentile(jct, (50, 95)) if jct.size else (float("nan"), float("nan"))
         return {
             "avg_jct_h": hours(jct.mean()) if jct.size else float("nan"),
-            "p50_jct_h": hours(np.percentile(jct, 50)) if jct.size else float("nan"),
-            "p95_jct_h": hours(np.percentile(jct, 95)) if jct.size else float("nan"),
+            "p50_jct_h": hours(p50),
+            "p95_jct_h": hours(p95),
             "avg_wait_h": hours(wait.mean()) if wait.size else float("nan"),
             "avg_slowdown": float((jct / lower[done]).mean()) if jct.size else float("nan"),
             "makespan_h": hours(makespan),

@@ -311,7 +311,9 @@ class ObservationEncoder:
         if self._capacity[0] is not sim.capacity_gbps:  # the simulator replaces the array when capacities change
             self._capacity = (sim.capacity_gbps, np.where(sim.capacity_gbps > 0, sim.capacity_gbps, 1.0))
         flat = np.empty_like(self._template)
-        regions, _, q, c, g = self._tables(flat)
+        parts = [flat[part] for part in self._slices]  # the observation's values; views of three of its tables
+        shapes = self._shapes
+        regions, q, c = parts[0].reshape(shapes[0]), parts[2].reshape(shapes[2]), parts[3].reshape(shapes[3])
         now = sim.now_s
         hourly = self._hourly[min(int(now // SECONDS_PER_HOUR), self._last_hour)]
         slot_jobs = table.visible_ids
@@ -323,4 +325,4 @@ class ObservationEncoder:
             w.horizon_s, self._num_links, table.candidate_of[: table.num_slots], table.candidate_f,
             table.candidate_length, self._job_isolated_iteration_s[slot_jobs], self.c_ref_usd, self.carbon_ref_kg, c,
         )
-        return {key: flat[part] for key, part in zip(self._keys, self._slices)}
+        return dict(zip(self._keys, parts))

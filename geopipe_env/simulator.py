@@ -58,7 +58,8 @@ class Placement:
         return len(self.regions) - 1
 
 
-_WAITING = int(JobStatus.WAITING)
+_WAITING, _RUNNING, _DONE = int(JobStatus.WAITING), int(JobStatus.RUNNING), int(JobStatus.DONE)
+_ARRIVAL, _COMPLETION = EventKind.ARRIVAL, EventKind.COMPLETION
 
 
 class InfeasiblePlacement(ValueError):
@@ -77,7 +78,10 @@ class Layout:
     local_iteration_s: float = float("nan")
 
 
-@functools.lru_cache(maxsize=1024)
+ITERATION_CACHE_SIZE = 8192  # pipelines timed per process: a few MiB; contended rates keep adding new ones
+
+
+@functools.lru_cache(maxsize=ITERATION_CACHE_SIZE)
 def _iteration_time_s(inputs: tuple[bytes, bytes, bytes, bytes, int, str, bool], min_cadence: float) -> float:
     """Iteration time of a pipeline given by value: the bytes of its per-stage forward times, per-hop transfer
     times and latencies and WAN hop positions, its micro-batch count, schedule, whether to simulate the schedule
@@ -366,12 +370,13 @@ class ClusterSim:
 
     def _handle(self, ev: Event) -> bool:
         """Apply one event; True if link rates need recomputing."""
-        if ev.kind == EventKind.ARRIVAL:
-            self.status[ev.job_id] = JobStatus.WAITING
+        kind = ev.kind
+        if kind == _ARRIVAL:
+            self.status[ev.job_id] = _WAITING
             self._pending -= 1
             self.waiting.append(ev.job_id)
             return False
-        if ev.kind == EventKind.COMPLETION:
+        if kind == _COMPLETION:
             rj = self.running.get(ev.job_id)
             if rj is None or rj.version != ev.version:
                 return False  # superseded by a later rate change
@@ -394,23 +399,18 @@ class ClusterSim:
         del self.running[jid]
         self._running_ids = np.array(list(self.running), dtype=np.int64)
         self.free_gpus += rj.gpus
-        self._allocated_gpus -= int(rj.gpus.sum())
-        self.status[jid] = JobStatus.DONE
+        self._allocated_gpus -= rj.job.num_gpus  # the sum of rj.gpus
+        self.status[jid] = _DONE
         self.finish_s[jid] = self.now_s
         self.gpu_timeline.append((self.now_s, self.world.num_gpus - self.free_gpus))
 
     def mean_iteration_s(self) -> np.ndarray:
         """(num_jobs,) each launched job's mean iteration time so far: time running ÷ iterations done (NaN if it
         never launched; its current iteration time if it has done no full iteration yet)."""
-        out = np.full(len(self.world.jobs), np.nan)
-        for j, job in enumerate(self.world.jobs):
-            if np.isnan(self.start_s[j]):
-                continue
-            rj = self.running.get(j)
-            if rj is None:
-                out[j] = (self.finish_s[j] - self.start_s[j]) / job.iterations
-                continue
-            done = job.iterations - rj.remaining_iters
+        iterations = np.array([job.iterations for job in self.world.jobs], dtype=float)
+        out = (self.finish_s - self.start_s) / iterations  # NaN for the jobs that have not finished
+        for j, rj in self.running.items():
+            done = rj.job.iterations - rj.remaining_iters
             out[j] = (self.now_s - self.start_s[j]) / done if done >= 1.0 else rj.iteration_s
         return out
 
@@ -542,9 +542,9 @@ class ClusterSim:
         self._job_links[job_id, : len(links)] = links
         self._job_num_links[job_id] = len(links)
         self.free_gpus -= gpus
-        self._allocated_gpus += int(gpus.sum())
+        self._allocated_gpus += job.num_gpus  # the sum of gpus (check_placement: the stages sum to num_stages)
         self.waiting.remove(job_id)
-        self.status[job_id] = JobStatus.RUNNING
+        self.status[job_id] = _RUNNING
         self.start_s[job_id] = self.now_s
         if math.isnan(rj.layout.local_iteration_s):
             rj.layout.local_iteration_s = self.local_iteration_s_of(job, placement)
@@ -592,4 +592,4 @@ class ClusterSim:
             self._iteration_s[jid] = t_iter
             rj.version += 1
             finish = self.now_s + max(rj.remaining_iters, 0.0) * t_iter
-            self._events.push(finish, Event(EventKind.COMPLETION, jid, rj.version))
+            self._events.push(finish, Event(_COMPLETION, jid, rj.version))
