@@ -15,7 +15,7 @@ from geopipe_env.physics import kernels
 from geopipe_env.physics.pipeline import ModelParts
 from geopipe_env.simulator import ClusterSim, Placement
 
-# The table empties itself when its path arrays pass this many floats (8 MiB), or its layouts LAYOUT_CACHE_SIZE.
+# The table empties itself when its path arrays pass this many floats (8 MiB), or its layouts MAX_TABLE_LAYOUTS.
 MAX_TABLE_FLOATS = 1 << 20
 MAX_TABLE_LAYOUTS = 2048
 

@@ -218,7 +218,7 @@ class Estimate(NamedTuple):
 
 
 RATES_PER_LAYOUT = 64  # rates memoised per layout (a layout can outlive an episode)
-LAYOUT_CACHE_SIZE = 256  # layouts kept across episodes (launched ones: the compiled table has its own); emptied when full
+LAYOUT_CACHE_SIZE = 1024  # layouts kept across episodes (launched ones: the compiled table has its own); emptied when full
 
 
 class ClusterSim:
@@ -268,8 +268,7 @@ class ClusterSim:
         # (time_s, allocated GPUs per region) after every launch and completion, for plots and audits.
         self.gpu_timeline: list[tuple[float, np.ndarray]] = [(0.0, np.zeros(world.num_regions, dtype=np.int64))]
         self._events = EventQueue()
-        for job in world.jobs:
-            self._events.push(job.arrival_s, Event(EventKind.ARRIVAL, job.job_id))
+        self._events.push_all([(job.arrival_s, Event(EventKind.ARRIVAL, job.job_id)) for job in world.jobs])
         self._time_varying = sc.network.background is not None or any(
             not r.price_usd_per_kwh.is_constant or (r.carbon_g_per_kwh is not None and not r.carbon_g_per_kwh.is_constant)
             for r in sc.regions

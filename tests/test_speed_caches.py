@@ -129,3 +129,18 @@ def test_a_draw_from_one_option_leaves_the_stream_as_numpy_does():
     options = ("a", "b", "c")
     assert generator._draw(skipped, options) == options[called.integers(0, 3)]
     assert skipped.random() == called.random()
+
+
+def test_event_queue_push_all_pops_as_pushes():
+    """Events queued at once pop in the order of the same events pushed one by one (ties by kind, then order)."""
+    from geopipe_env.engine import Event, EventKind, EventQueue
+
+    rng = np.random.default_rng(3)
+    timed = [(float(t), Event(EventKind(int(k)), j)) for j, (t, k) in enumerate(zip(rng.integers(0, 5, 60), rng.integers(0, 2, 60)))]
+    one_by_one, at_once = EventQueue(), EventQueue()
+    for time_s, event in timed:
+        one_by_one.push(time_s, event)
+    at_once.push_all(timed)
+    at_once.push(2.0, Event(EventKind.COMPLETION, 99))
+    one_by_one.push(2.0, Event(EventKind.COMPLETION, 99))
+    assert [one_by_one.pop() for _ in range(61)] == [at_once.pop() for _ in range(61)]
