@@ -66,7 +66,7 @@ import numpy as np
 from geopipe_env import candidate_kernels, observation
 from geopipe_env.candidate_table import CandidateTable, compiled_strategies
 from geopipe_env.generator import World, sample_world
-from geopipe_env.layout_table import LayoutTable
+from geopipe_env.layout_table import shared_table
 from geopipe_env.loader import (
     KeyedValueError,
     builtin_names,
@@ -161,7 +161,6 @@ class GeoPipeEnv(gym.Env):
         codes = compiled_strategies(self.strategies)
         self._codes = codes if timing == "analytic" and self.scenario.network.background is None else None
         self._table: CandidateTable | None = None
-        self._layout_table: tuple[tuple, LayoutTable] = ((), LayoutTable())  # (world physics key, its layouts)
         self.wait_action = self.queue_slots * self.num_strategies
         self.action_space = gym.spaces.Discrete(self.wait_action + 1)
         self.observation_space = observation_space(self.max_regions, self.queue_slots, self.num_strategies)
@@ -179,10 +178,7 @@ class GeoPipeEnv(gym.Env):
             self._layouts = (self.world.physics_key, {})
         self.sim = ClusterSim(self.world, exact_timing=self.timing == "exact", layout_cache=self._layouts[1])
         if self._codes is not None:
-            if self._layout_table[0] != self.world.physics_key:
-                self._layout_table[1].clear()
-                self._layout_table = (self.world.physics_key, self._layout_table[1])
-            self._table = CandidateTable(self.sim, self._layout_table[1], self._codes, self.queue_slots)
+            self._table = CandidateTable(self.sim, shared_table(self.world), self._codes, self.queue_slots)
         jobs = self.world.jobs
         self.t_ref_s = float(np.mean([j.isolated_duration_s for j in jobs]))
         iso_energy_kwh = float(
