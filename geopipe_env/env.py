@@ -286,11 +286,12 @@ class GeoPipeEnv(gym.Env):
         sim = self.sim
         if self._table is not None:
             rows = self._table.compute(sim.waiting[: self.queue_slots])
-            mask = np.zeros(self.action_space.n, dtype=bool)
+            mask = np.zeros(self.wait_action + 1, dtype=bool)
+            launches = mask[: rows.size]  # the visible slots' actions (rows.size <= wait_action)
+            np.greater_equal(rows.reshape(-1), 0, out=launches)
             mask[self.wait_action] = True
-            mask[: rows.size] = rows.reshape(-1) >= 0
             self._cands, self._mask = self._table, mask
-            return bool(mask[: self.wait_action].any())
+            return bool(np.count_nonzero(launches))
         visible = [self.world.jobs[jid] for jid in sim.waiting[: self.queue_slots]]
         ctx = PlacementContext(sim)
         mask = np.zeros(self.action_space.n, dtype=bool)
