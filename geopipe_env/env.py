@@ -101,6 +101,9 @@ def _load_compiled() -> None:
     kernels.warm_up()
     # A two-stage layout with unequal stages: the compiled path family (kernels.fixed_paths, fold_paths).
     pipeline.model_parts(np.array([1.0, 2.0]), np.array([2.0, 4.0]), np.ones(1), np.zeros(1), 4)
+    # The simulator's timing builds the same family from read-only arrays (simulator._iteration_time_s).
+    forward, hop = np.frombuffer(np.array([1.0, 2.0]).tobytes()), np.frombuffer(np.ones(1).tobytes())
+    pipeline.IterationModel(forward, 2.0 * forward, hop, np.frombuffer(np.zeros(1).tobytes()), 4)
     candidate_kernels.warm_up()
     observation.warm_up()
 
