@@ -17,7 +17,7 @@ from geopipe_env import candidate_kernels as ck
 from geopipe_env.generator import World
 from geopipe_env.layout_table import LayoutTable
 from geopipe_env.placement import CandidateInfo, _placement
-from geopipe_env.simulator import ClusterSim
+from geopipe_env.simulator import ClusterSim, Placement
 
 
 def compiled_strategies(strategies: Sequence[str]) -> np.ndarray | None:
@@ -102,6 +102,18 @@ class CandidateTable:
                     tuple(miss[2:2 + length].tolist()), tuple(miss[2 + num_regions:2 + num_regions + length].tolist())
                 )
                 table.add(sim, sim.world.jobs[self._profile_job[p]], placement)
+
+    def placement(self, slot: int, k: int) -> Placement | None:
+        """The placement of the candidate behind action ``slot·K + k`` at the last decision (None if masked)."""
+        if slot >= self.num_slots:
+            return None
+        c = int(self.candidate_of[slot, k])
+        if c < 0:
+            return None
+        length = int(self.candidate_length[c])
+        num_regions = self.sim.world.num_regions
+        place = self.candidate_place[c].tolist()
+        return _placement(tuple(place[:length]), tuple(place[num_regions:num_regions + length]))
 
     def info(self, slot: int, k: int) -> CandidateInfo | None:
         """The candidate behind action ``slot·K + k`` at the last decision, as the Python table describes it."""

@@ -44,6 +44,13 @@ class EventQueue:
         heapq.heappush(self._heap, (time_s, int(event.kind), self._seq, event))
         self._seq += 1
 
+    def push_all(self, timed_events: list[tuple[float, Event]]) -> None:
+        """``push`` each ``(time_s, event)`` in order (the same queue, built at once)."""
+        for time_s, event in timed_events:
+            self._heap.append((time_s, int(event.kind), self._seq, event))
+            self._seq += 1
+        heapq.heapify(self._heap)
+
     def peek(self) -> float:
         """Time of the next event, or +inf when empty."""
         return self._heap[0][0] if self._heap else float("inf")

@@ -66,7 +66,7 @@ import numpy as np
 from geopipe_env import candidate_kernels, observation
 from geopipe_env.candidate_table import CandidateTable, compiled_strategies
 from geopipe_env.generator import World, sample_world
-from geopipe_env.layout_table import LayoutTable
+from geopipe_env.layout_table import shared_table
 from geopipe_env.loader import (
     KeyedValueError,
     builtin_names,
@@ -101,6 +101,9 @@ def _load_compiled() -> None:
     kernels.warm_up()
     # A two-stage layout with unequal stages: the compiled path family (kernels.fixed_paths, fold_paths).
     pipeline.model_parts(np.array([1.0, 2.0]), np.array([2.0, 4.0]), np.ones(1), np.zeros(1), 4)
+    # The simulator's timing builds the same family from read-only arrays (simulator._iteration_time_s).
+    forward, hop = np.frombuffer(np.array([1.0, 2.0]).tobytes()), np.frombuffer(np.ones(1).tobytes())
+    pipeline.IterationModel(forward, 2.0 * forward, hop, np.frombuffer(np.zeros(1).tobytes()), 4)
     candidate_kernels.warm_up()
     observation.warm_up()
 
@@ -161,7 +164,6 @@ class GeoPipeEnv(gym.Env):
         codes = compiled_strategies(self.strategies)
         self._codes = codes if timing == "analytic" and self.scenario.network.background is None else None
         self._table: CandidateTable | None = None
-        self._layout_table: tuple[tuple, LayoutTable] = ((), LayoutTable())  # (world physics key, its layouts)
         self.wait_action = self.queue_slots * self.num_strategies
         self.action_space = gym.spaces.Discrete(self.wait_action + 1)
         self.observation_space = observation_space(self.max_regions, self.queue_slots, self.num_strategies)
@@ -169,6 +171,7 @@ class GeoPipeEnv(gym.Env):
         self.sim: ClusterSim | None = None
         self._profile_cache: dict = {}  # model profiles across episodes (generator.sample_world)
         self._layouts: tuple[tuple, dict] = ((), {})  # (world physics key, its layouts) across episodes
+        self._encoder_constants: dict = {}  # the observation's constants of the last world physics
 
     # ------------------------------------------------------------------ gym API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
@@ -178,10 +181,7 @@ class GeoPipeEnv(gym.Env):
             self._layouts = (self.world.physics_key, {})
         self.sim = ClusterSim(self.world, exact_timing=self.timing == "exact", layout_cache=self._layouts[1])
         if self._codes is not None:
-            if self._layout_table[0] != self.world.physics_key:
-                self._layout_table[1].clear()
-                self._layout_table = (self.world.physics_key, self._layout_table[1])
-            self._table = CandidateTable(self.sim, self._layout_table[1], self._codes, self.queue_slots)
+            self._table = CandidateTable(self.sim, shared_table(self.world), self._codes, self.queue_slots)
         jobs = self.world.jobs
         self.t_ref_s = float(np.mean([j.isolated_duration_s for j in jobs]))
         iso_energy_kwh = float(
@@ -191,7 +191,8 @@ class GeoPipeEnv(gym.Env):
         self.c_ref_usd = iso_energy_kwh * (mean_price if mean_price > 0 else float(np.abs(self.world.price.values).mean()) + 1e-9)
         carbon_ref_kg = iso_energy_kwh * float(self.world.carbon.values.mean()) / 1000.0
         self.encoder = ObservationEncoder(
-            self.world, self.max_regions, self.queue_slots, self.num_strategies, self.t_ref_s, self.c_ref_usd, carbon_ref_kg
+            self.world, self.max_regions, self.queue_slots, self.num_strategies, self.t_ref_s, self.c_ref_usd, carbon_ref_kg,
+            self._encoder_constants,
         )
         self.invalid_actions = 0
         self.decisions = 0
@@ -213,7 +214,11 @@ class GeoPipeEnv(gym.Env):
         self.decisions += 1
         if 0 <= a < self.wait_action and self._mask[a]:
             slot, k = divmod(a, self.num_strategies)
-            sim.launch(sim.waiting[slot], self.candidate(slot, k).placement)
+            if isinstance(self._cands, CandidateTable):
+                placement = self._cands.placement(slot, k)
+            else:
+                placement = self._cands[slot][k].placement
+            sim.launch(sim.waiting[slot], placement)
             self._advance_until_decision()
         else:
             if a != self.wait_action or not self._mask[a]:
@@ -284,11 +289,12 @@ class GeoPipeEnv(gym.Env):
         sim = self.sim
         if self._table is not None:
             rows = self._table.compute(sim.waiting[: self.queue_slots])
-            mask = np.zeros(self.action_space.n, dtype=bool)
+            mask = np.zeros(self.wait_action + 1, dtype=bool)
+            launches = mask[: rows.size]  # the visible slots' actions (rows.size <= wait_action)
+            np.greater_equal(rows.reshape(-1), 0, out=launches)
             mask[self.wait_action] = True
-            mask[: rows.size] = rows.reshape(-1) >= 0
             self._cands, self._mask = self._table, mask
-            return bool(mask[: self.wait_action].any())
+            return bool(np.count_nonzero(launches))
         visible = [self.world.jobs[jid] for jid in sim.waiting[: self.queue_slots]]
         ctx = PlacementContext(sim)
         mask = np.zeros(self.action_space.n, dtype=bool)
@@ -343,10 +349,11 @@ class GeoPipeEnv(gym.Env):
         makespan = float(np.nanmax(sim.finish_s)) if done.any() else sim.now_s
         total_gpu_s = float(w.num_gpus.sum()) * max(sim.now_s, 1e-9)
         hours = lambda x: float(x) / SECONDS_PER_HOUR  # noqa: E731
+        p50, p95 = np.percentile(jct, (50, 95)) if jct.size else (float("nan"), float("nan"))
         return {
             "avg_jct_h": hours(jct.mean()) if jct.size else float("nan"),
-            "p50_jct_h": hours(np.percentile(jct, 50)) if jct.size else float("nan"),
-            "p95_jct_h": hours(np.percentile(jct, 95)) if jct.size else float("nan"),
+            "p50_jct_h": hours(p50),
+            "p95_jct_h": hours(p95),
             "avg_wait_h": hours(wait.mean()) if wait.size else float("nan"),
             "avg_slowdown": float((jct / lower[done]).mean()) if jct.size else float("nan"),
             "makespan_h": hours(makespan),

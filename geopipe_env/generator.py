@@ -9,7 +9,7 @@ the ``rng`` argument, which the env seeds.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -78,6 +78,9 @@ class Job:
         return self.iterations * self.isolated_iteration_s
 
 
+_JOB_INIT_FIELDS = tuple(f.name for f in fields(Job) if f.init)
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class World:
     """An episode's world: the scenario after randomisation, and its jobs."""
@@ -97,6 +100,7 @@ class World:
     # Equal for two worlds of one scenario exactly when their GPU counts, bandwidths and (with
     # ``randomize.gpu_types``) GPU types are: such worlds time any job profile on any placement alike.
     physics_key: tuple[bytes, ...] = (b"", b"")
+    hourly_series: bool = True  # some price or carbon series changes by the hour (False: every one is constant)
 
     @property
     def num_regions(self) -> int:
@@ -181,11 +185,26 @@ def _draw_gpu_types(types: tuple, num_regions: int, rng: np.random.Generator) ->
     return tuple(types[i] for i in rng.integers(0, len(types), size=num_regions))
 
 
+class _LazyLinkFacts:
+    """:func:`_link_facts` of a world, computed when a profile first needs them (with a warm profile cache, never)."""
+
+    __slots__ = ("_args", "_facts")
+
+    def __init__(self, *args) -> None:
+        self._args = args
+        self._facts: tuple | None = None
+
+    def get(self) -> tuple:
+        if self._facts is None:
+            self._facts = _link_facts(*self._args)
+        return self._facts
+
+
 def _cached_profile(cache: dict, key: tuple, model, shape, scenario, num_gpus, tflops, memory, busy, idle, pue, links):
     profile = cache.get(key)
     if profile is None:
         profile = cache[key] = _model_profile(
-            model, shape, scenario, num_gpus, tflops, memory, busy, idle, pue, *links, scenario.pipeline_schedule
+            model, shape, scenario, num_gpus, tflops, memory, busy, idle, pue, *links.get(), scenario.pipeline_schedule
         )
     return profile
 
@@ -227,7 +246,7 @@ def sample_world(scenario: Scenario, rng: np.random.Generator, profile_cache: di
     elif len(profile_cache) >= PROFILE_CACHE_SIZE:
         profile_cache.clear()
     arrivals = _sample_arrivals(scenario, rng)
-    links = _link_facts(bandwidth, latency, net.intra_bandwidth_gbps, net.intra_latency_s)
+    links = _LazyLinkFacts(bandwidth, latency, net.intra_bandwidth_gbps, net.intra_latency_s)
     for _ in range(MAX_GPU_TYPE_DRAWS):
         tflops, memory, busy, idle = (np.array([getattr(g, f) for g in gpus]) for f in _GPU_FIELDS)
         world_key = (num_gpus.tobytes(), bandwidth.tobytes())
@@ -265,6 +284,10 @@ def sample_world(scenario: Scenario, rng: np.random.Generator, profile_cache: di
         idle_watts=idle,
         pue=pue,
         physics_key=world_key,
+        hourly_series=not constant_price and any(
+            not r.price_usd_per_kwh.is_constant or (r.carbon_g_per_kwh is not None and not r.carbon_g_per_kwh.is_constant)
+            for r in regions
+        ),
     )
 
 
@@ -282,6 +305,9 @@ class _ModelProfile:
     typical_demand_gbps: float
     isolated_power_w: float
     allreduce_s: float
+    # (dataset, iterations) → the Job fields of such a job but its id and arrival: a pure function of the profile
+    # (and the model, shape and scenario behind it), so jobs of one profile are built from them (_make_job).
+    job_fields: dict = field(default_factory=dict, repr=False)
 
 
 def _num_stages(model, shape: JobShape, scenario, sizing, tflops, memory, ref_bw, ref_lat) -> int | None:
@@ -346,6 +372,17 @@ def _model_profile(
 
 
 def _make_job(job_id, arrival_s, model, dataset, iterations, scenario, shape: JobShape, profile: _ModelProfile) -> Job:
+    known = profile.job_fields.get((dataset, iterations))
+    if known is None:
+        job = _build_job(job_id, arrival_s, model, dataset, iterations, scenario, shape, profile)
+        profile.job_fields[(dataset, iterations)] = {
+            name: getattr(job, name) for name in _JOB_INIT_FIELDS if name not in ("job_id", "arrival_s")
+        }
+        return job
+    return Job(job_id=job_id, arrival_s=float(arrival_s), **known)
+
+
+def _build_job(job_id, arrival_s, model, dataset, iterations, scenario, shape: JobShape, profile: _ModelProfile) -> Job:
     b, s, m, d = shape.micro_batch_size, shape.seq_len, shape.num_microbatches, shape.data_parallel
     if iterations is None:
         iterations = pipeline.iterations_for(dataset.tokens, scenario.workload.epochs, b, s, m, d)

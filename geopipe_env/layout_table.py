@@ -4,24 +4,26 @@ A layout's timing at any allocated rate needs only what :func:`pipeline.model_pa
 no-stall demand and all-reduce time. :class:`LayoutTable` stores these once per layout, in rows of flat arrays
 that compiled code reads by integer id (``geopipe_env.physics.kernels.iteration_total_s``), and finds a
 placement's id by a hash of it (``kernels.find_layout``). It is filled from the simulator's Python model
-(:meth:`ClusterSim.timing_parts`), which stays the reference.
+(:meth:`ClusterSim.timing_parts`), which stays the reference. The envs of a process share one table per world
+timing (:func:`shared_table`): layouts recur across episodes and envs of one scenario.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from geopipe_env.generator import Job
+from geopipe_env.generator import Job, World
 from geopipe_env.physics import kernels
 from geopipe_env.physics.pipeline import ModelParts
 from geopipe_env.simulator import ClusterSim, Placement
 
-# The table empties itself when its path arrays pass this many floats (8 MiB), or its layouts LAYOUT_CACHE_SIZE.
+# The table empties itself when its path arrays pass this many floats (8 MiB), or its layouts MAX_TABLE_LAYOUTS.
 MAX_TABLE_FLOATS = 1 << 20
-MAX_TABLE_LAYOUTS = 2048
+MAX_TABLE_LAYOUTS = 4096
+SHARED_TABLES = 4  # tables the process keeps (shared_table), one per world timing; all forgotten when full
 
 
 class LayoutTable:
-    """Layouts of one world's physics (pass one table only to worlds with equal ``World.physics_key``, without
+    """Layouts of one world's timing (pass one table only to worlds with equal :func:`timing_key`, without
     background traffic: it assumes line rates that never change). Pickles empty: it is a cache."""
 
     def __init__(self) -> None:
@@ -35,7 +37,7 @@ class LayoutTable:
         """Forget every layout and profile. The arrays keep their size (what lies past the used part is never
         read), so a table that fills and empties again and again holds the same memory."""
         self.index = kernels.new_layout_index()  # key → layout id (a numba typed dict)
-        self.profiles: dict[tuple, int] = {}  # Job.profile_key → profile id
+        self.profiles: dict[tuple, int] = {}  # Job.profile_key and the profile's timing → profile id
         self.num_layouts = 0
         self._arrays_used = 0
         self._places_used = 0
@@ -47,10 +49,12 @@ class LayoutTable:
         self.__init__()
 
     def profile_id(self, job: Job) -> int:
-        """The table's id of the job's profile (jobs with equal ``profile_key`` time alike)."""
-        pid = self.profiles.get(job.profile_key)
+        """The table's id of the job's profile: jobs with equal ``profile_key`` time alike in one world, and with
+        their stage times and all-reduce time too, in any world of one :func:`timing_key`."""
+        key = (job.profile_key, job.forward_s.tobytes(), job.allreduce_s)
+        pid = self.profiles.get(key)
         if pid is None:
-            pid = self.profiles[job.profile_key] = len(self.profiles)
+            pid = self.profiles[key] = len(self.profiles)
         return pid
 
     def full(self) -> bool:
@@ -115,3 +119,33 @@ def _append(buffer: np.ndarray, used: int, values: np.ndarray) -> np.ndarray:
         buffer = grown
     buffer[used:need] = values
     return buffer
+
+
+def timing_key(world: World) -> tuple:
+    """What a layout's timing depends on besides its job profile (:meth:`LayoutTable.profile_id`) and placement:
+    the world's line rates and latencies, the intra-region link and the pipeline schedule."""
+    net = world.scenario.network
+    return (
+        world.num_regions, world.bandwidth_gbps.tobytes(), world.latency_s.tobytes(), float(net.intra_bandwidth_gbps),
+        float(net.intra_latency_s), world.scenario.pipeline_schedule,
+    )
+
+
+_SHARED: dict[tuple, LayoutTable] = {}
+
+
+def shared_table(world: World) -> LayoutTable:
+    """The process's layout table for worlds with the :func:`timing_key` of ``world``, so that every env of a
+    process (and every episode) on such worlds shares its layouts. Worlds with background traffic must not use it."""
+    key = timing_key(world)
+    table = _SHARED.get(key)
+    if table is None:
+        if len(_SHARED) >= SHARED_TABLES:
+            _SHARED.clear()
+        table = _SHARED[key] = LayoutTable()
+    return table
+
+
+def forget_shared_tables() -> None:
+    """Drop the process's shared tables (envs holding one keep it until their next reset)."""
+    _SHARED.clear()

@@ -152,7 +152,10 @@ class ObservationEncoder:
         t_ref_s: float,
         c_ref_usd: float,
         carbon_ref_kg: float,
+        world_constants: dict | None = None,
     ) -> None:
+        """``world_constants`` (optional, owned by the caller) keeps the constants of the last world's physics
+        across episodes: pass the same dict only to encoders of one scenario."""
         self.world = world
         self.max_regions = max_regions
         self.queue_slots = queue_slots
@@ -161,35 +164,17 @@ class ObservationEncoder:
         self.c_ref_usd = c_ref_usd
         self.carbon_ref_kg = max(carbon_ref_kg, 1e-9)
         n = world.num_regions
-        self.total_gpus = float(world.num_gpus.sum())
-        bw = world.bandwidth_gbps
-        self.max_bw = max(float(bw.max(initial=0.0)), 1e-9)
-        self.median_bw = float(np.median(bw[bw > 0])) if (bw > 0).any() else world.scenario.network.intra_bandwidth_gbps
-        lat = world.latency_s[bw > 0]
-        self.max_lat = max(float(lat.max()), 1e-9) if lat.size else 1.0
+        key = (world.physics_key, max_regions, queue_slots, num_strategies)
+        constants = None if world_constants is None else world_constants.get(key)
+        if constants is None:
+            constants = self._world_constants(world, max_regions, queue_slots, num_strategies)
+            if world_constants is not None:
+                world_constants.clear()
+                world_constants[key] = constants
+        (self.total_gpus, self.max_bw, self.median_bw, self.max_lat, self._keys, self._slices, self._shapes,
+         self._template, self._linked, self._num_links, self._out_links, self._util_index) = constants
         carbon_mean = float(np.abs(world.carbon.values).mean())
         self.carbon_scale = carbon_mean if carbon_mean > 0 else 1.0
-        layout = obs_layout(max_regions, queue_slots, num_strategies)
-        self._keys = ("regions", "links", "queue", "candidates", "global")
-        ends = np.cumsum([int(np.prod(layout[k])) for k in self._keys])
-        self._slices = [slice(int(a), int(b)) for a, b in zip(np.r_[0, ends[:-1]], ends)]
-        self._shapes = [layout[k] for k in self._keys]
-        # Every observation starts as a copy of this flat template, which holds the per-episode constants.
-        self._template = np.zeros(int(ends[-1]), dtype=np.float32)
-        regions, links = self._tables(self._template)[:2]
-        links = links.reshape(max_regions, max_regions, len(LINK_FEATURES))
-        links[:n, :n, 0] = bw / self.max_bw
-        links[:n, :n, 2] = np.where(bw > 0, world.latency_s / self.max_lat, 0.0)
-        regions[:n, 0] = 1.0
-        regions[:n, 2] = world.num_gpus / self.total_gpus
-        regions[:n, 6] = world.pue - 1.0
-        np.clip(self._template, -OBS_CLIP, OBS_CLIP, out=self._template)
-        self._linked = world.bandwidth_gbps > 0
-        self._num_links = int(self._linked.sum())
-        self._out_links = np.maximum(self._linked.sum(axis=1), 1)  # (R,) for the mean link utilisation per region
-        # (R², ) positions of the real links' utilisation in the flat links table
-        rows = (np.arange(n)[:, None] * max_regions + np.arange(n)[None, :]).reshape(-1)
-        self._util_index = self._slices[1].start + rows * len(LINK_FEATURES) + LINK_FEATURES.index("utilization")
         # Per-hour price features, normalised across regions: now, and the mean of the next FORECAST_H hours.
         price = world.price.values  # (R, H)
         window = np.cumsum(np.concatenate((np.zeros((n, 1)), price), axis=1), axis=1)
@@ -209,6 +194,41 @@ class ObservationEncoder:
         self._job_arrival_s = np.array([job.arrival_s for job in jobs])
         self._job_isolated_iteration_s = np.array([job.isolated_iteration_s for job in jobs])
         self._capacity: tuple = (None, None)  # (the simulator's capacity array, it with zeros replaced by 1)
+
+    @staticmethod
+    def _world_constants(world: World, max_regions: int, queue_slots: int, num_strategies: int) -> tuple:
+        """What the encoder holds that depends only on the scenario, the world's GPU counts and bandwidths (equal
+        for worlds of one scenario with equal ``physics_key``) and the table sizes; read-only once built."""
+        n = world.num_regions
+        total_gpus = float(world.num_gpus.sum())
+        bw = world.bandwidth_gbps
+        max_bw = max(float(bw.max(initial=0.0)), 1e-9)
+        median_bw = float(np.median(bw[bw > 0])) if (bw > 0).any() else world.scenario.network.intra_bandwidth_gbps
+        lat = world.latency_s[bw > 0]
+        max_lat = max(float(lat.max()), 1e-9) if lat.size else 1.0
+        layout = obs_layout(max_regions, queue_slots, num_strategies)
+        keys = ("regions", "links", "queue", "candidates", "global")
+        ends = np.cumsum([int(np.prod(layout[k])) for k in keys])
+        slices = [slice(int(a), int(b)) for a, b in zip(np.r_[0, ends[:-1]], ends)]
+        shapes = [layout[k] for k in keys]
+        # Every observation starts as a copy of this flat template, which holds the per-episode constants.
+        template = np.zeros(int(ends[-1]), dtype=np.float32)
+        regions = template[slices[0]].reshape(shapes[0])
+        links = template[slices[1]].reshape(max_regions, max_regions, len(LINK_FEATURES))
+        links[:n, :n, 0] = bw / max_bw
+        links[:n, :n, 2] = np.where(bw > 0, world.latency_s / max_lat, 0.0)
+        regions[:n, 0] = 1.0
+        regions[:n, 2] = world.num_gpus / total_gpus
+        regions[:n, 6] = world.pue - 1.0
+        np.clip(template, -OBS_CLIP, OBS_CLIP, out=template)
+        linked = world.bandwidth_gbps > 0
+        num_links = int(linked.sum())
+        out_links = np.maximum(linked.sum(axis=1), 1)  # (R,) for the mean link utilisation per region
+        # (R², ) positions of the real links' utilisation in the flat links table
+        rows = (np.arange(n)[:, None] * max_regions + np.arange(n)[None, :]).reshape(-1)
+        util_index = slices[1].start + rows * len(LINK_FEATURES) + LINK_FEATURES.index("utilization")
+        return (total_gpus, max_bw, median_bw, max_lat, keys, slices, shapes, template, linked, num_links, out_links,
+                util_index)
 
     def _tables(self, flat: np.ndarray) -> list[np.ndarray]:
         """Views of a flat observation as its tables (regions, links, queue, candidates, global)."""
@@ -298,7 +318,9 @@ class ObservationEncoder:
         if self._capacity[0] is not sim.capacity_gbps:  # the simulator replaces the array when capacities change
             self._capacity = (sim.capacity_gbps, np.where(sim.capacity_gbps > 0, sim.capacity_gbps, 1.0))
         flat = np.empty_like(self._template)
-        regions, _, q, c, g = self._tables(flat)
+        parts = [flat[part] for part in self._slices]  # the observation's values; views of three of its tables
+        shapes = self._shapes
+        regions, q, c = parts[0].reshape(shapes[0]), parts[2].reshape(shapes[2]), parts[3].reshape(shapes[3])
         now = sim.now_s
         hourly = self._hourly[min(int(now // SECONDS_PER_HOUR), self._last_hour)]
         slot_jobs = table.visible_ids
@@ -310,8 +332,8 @@ class ObservationEncoder:
             w.horizon_s, self._num_links, table.candidate_of[: table.num_slots], table.candidate_f,
             table.candidate_length, self._job_isolated_iteration_s[slot_jobs], self.c_ref_usd, self.carbon_ref_kg, c,
         )
-        g[WAIT_GAP] = self._wait_gap(sim)
-        return {key: flat[part] for key, part in zip(self._keys, self._slices)}
+        parts[4][WAIT_GAP] = self._wait_gap(sim)
+        return dict(zip(self._keys, parts))
 
     def _wait_gap(self, sim: ClusterSim) -> float:
         """``log(1 + Δt / T_ref)`` for the Δt a wait would skip: to the simulator's next event (arrival, completion

@@ -58,6 +58,10 @@ class Placement:
         return len(self.regions) - 1
 
 
+_WAITING, _RUNNING, _DONE = int(JobStatus.WAITING), int(JobStatus.RUNNING), int(JobStatus.DONE)
+_ARRIVAL, _COMPLETION = EventKind.ARRIVAL, EventKind.COMPLETION
+
+
 class InfeasiblePlacement(ValueError):
     """A placement that cannot be launched now (not enough GPUs, memory, or a missing link)."""
 
@@ -74,7 +78,10 @@ class Layout:
     local_iteration_s: float = float("nan")
 
 
-@functools.lru_cache(maxsize=1024)
+ITERATION_CACHE_SIZE = 8192  # pipelines timed per process: a few MiB; contended rates keep adding new ones
+
+
+@functools.lru_cache(maxsize=ITERATION_CACHE_SIZE)
 def _iteration_time_s(inputs: tuple[bytes, bytes, bytes, bytes, int, str, bool], min_cadence: float) -> float:
     """Iteration time of a pipeline given by value: the bytes of its per-stage forward times, per-hop transfer
     times and latencies and WAN hop positions, its micro-batch count, schedule, whether to simulate the schedule
@@ -211,7 +218,7 @@ class Estimate(NamedTuple):
 
 
 RATES_PER_LAYOUT = 64  # rates memoised per layout (a layout can outlive an episode)
-LAYOUT_CACHE_SIZE = 256  # layouts kept across episodes (launched ones: the compiled table has its own); emptied when full
+LAYOUT_CACHE_SIZE = 1024  # layouts kept across episodes (launched ones: the compiled table has its own); emptied when full
 
 
 class ClusterSim:
@@ -261,13 +268,10 @@ class ClusterSim:
         # (time_s, allocated GPUs per region) after every launch and completion, for plots and audits.
         self.gpu_timeline: list[tuple[float, np.ndarray]] = [(0.0, np.zeros(world.num_regions, dtype=np.int64))]
         self._events = EventQueue()
-        for job in world.jobs:
-            self._events.push(job.arrival_s, Event(EventKind.ARRIVAL, job.job_id))
+        self._events.push_all([(job.arrival_s, Event(EventKind.ARRIVAL, job.job_id)) for job in world.jobs])
         # Hour ticks only where something changes by the hour: background traffic, or an hourly price or carbon
         # series of this episode's world (randomisation can hold a scenario's markets constant).
-        self._time_varying = sc.network.background is not None or any(
-            bool(np.ptp(series.values, axis=1).any()) for series in (world.price, world.carbon)
-        )
+        self._time_varying = sc.network.background is not None or world.hourly_series
         # The next hour tick: kept beside the heap (there is at most one), so that the next arrival or completion
         # is the heap's top and a run of quiet hours can be taken at once (advance_quiet_hours).
         self._tick_s = SECONDS_PER_HOUR if self._time_varying else float("inf")
@@ -364,12 +368,13 @@ class ClusterSim:
 
     def _handle(self, ev: Event) -> bool:
         """Apply one event; True if link rates need recomputing."""
-        if ev.kind == EventKind.ARRIVAL:
-            self.status[ev.job_id] = JobStatus.WAITING
+        kind = ev.kind
+        if kind == _ARRIVAL:
+            self.status[ev.job_id] = _WAITING
             self._pending -= 1
             self.waiting.append(ev.job_id)
             return False
-        if ev.kind == EventKind.COMPLETION:
+        if kind == _COMPLETION:
             rj = self.running.get(ev.job_id)
             if rj is None or rj.version != ev.version:
                 return False  # superseded by a later rate change
@@ -392,23 +397,18 @@ class ClusterSim:
         del self.running[jid]
         self._running_ids = np.array(list(self.running), dtype=np.int64)
         self.free_gpus += rj.gpus
-        self._allocated_gpus -= int(rj.gpus.sum())
-        self.status[jid] = JobStatus.DONE
+        self._allocated_gpus -= rj.job.num_gpus  # the sum of rj.gpus
+        self.status[jid] = _DONE
         self.finish_s[jid] = self.now_s
         self.gpu_timeline.append((self.now_s, self.world.num_gpus - self.free_gpus))
 
     def mean_iteration_s(self) -> np.ndarray:
         """(num_jobs,) each launched job's mean iteration time so far: time running ÷ iterations done (NaN if it
         never launched; its current iteration time if it has done no full iteration yet)."""
-        out = np.full(len(self.world.jobs), np.nan)
-        for j, job in enumerate(self.world.jobs):
-            if np.isnan(self.start_s[j]):
-                continue
-            rj = self.running.get(j)
-            if rj is None:
-                out[j] = (self.finish_s[j] - self.start_s[j]) / job.iterations
-                continue
-            done = job.iterations - rj.remaining_iters
+        iterations = np.array([job.iterations for job in self.world.jobs], dtype=float)
+        out = (self.finish_s - self.start_s) / iterations  # NaN for the jobs that have not finished
+        for j, rj in self.running.items():
+            done = rj.job.iterations - rj.remaining_iters
             out[j] = (self.now_s - self.start_s[j]) / done if done >= 1.0 else rj.iteration_s
         return out
 
@@ -475,20 +475,26 @@ class ClusterSim:
 
     def check_placement(self, job: Job, placement: Placement) -> str | None:
         """Why ``placement`` cannot be launched for ``job`` now, or None if it can."""
-        if self.status[job.job_id] != JobStatus.WAITING:
+        if self.status[job.job_id] != _WAITING:
             return "job is not waiting"
-        if len(set(placement.regions)) != len(placement.regions) or not placement.regions:
+        regions, stages = placement.regions, placement.stages
+        if not regions or len(set(regions)) != len(regions):
             return "regions must be a non-empty path of distinct regions"
-        if sum(placement.stages) != job.num_stages or min(placement.stages) < 1:
+        if sum(stages) != job.num_stages or min(stages) < 1:
             return f"stages must be positive and sum to K*={job.num_stages}"
-        for r, n in zip(placement.regions, placement.stages):
-            if not job.fits[r]:
+        fits = job.fits
+        free = self.free_gpus
+        g = job.stage_gpus
+        for r, n in zip(regions, stages):
+            if not fits[r]:
                 return f"a stage does not fit GPU memory in region {r}"
-            if n * job.stage_gpus > self.free_gpus[r]:
-                return f"region {r} has {self.free_gpus[r]} free GPUs, needs {n * job.stage_gpus}"
-        for a, b in zip(placement.regions[:-1], placement.regions[1:]):
-            if self.world.bandwidth_gbps[a, b] <= 0.0:
-                return f"no link between regions {a} and {b}"
+            if n * g > free[r]:
+                return f"region {r} has {free[r]} free GPUs, needs {n * g}"
+        if len(regions) > 1:
+            bandwidth = self.world.bandwidth_gbps
+            for a, b in zip(regions, regions[1:]):
+                if bandwidth[a, b] <= 0.0:
+                    return f"no link between regions {a} and {b}"
         return None
 
     def estimate(self, job: Job, placement: Placement, spare_gbps: list[list[float]] | None = None) -> Estimate:
@@ -534,9 +540,9 @@ class ClusterSim:
         self._job_links[job_id, : len(links)] = links
         self._job_num_links[job_id] = len(links)
         self.free_gpus -= gpus
-        self._allocated_gpus += int(gpus.sum())
+        self._allocated_gpus += job.num_gpus  # the sum of gpus (check_placement: the stages sum to num_stages)
         self.waiting.remove(job_id)
-        self.status[job_id] = JobStatus.RUNNING
+        self.status[job_id] = _RUNNING
         self.start_s[job_id] = self.now_s
         if math.isnan(rj.layout.local_iteration_s):
             rj.layout.local_iteration_s = self.local_iteration_s_of(job, placement)
@@ -584,4 +590,4 @@ class ClusterSim:
             self._iteration_s[jid] = t_iter
             rj.version += 1
             finish = self.now_s + max(rj.remaining_iters, 0.0) * t_iter
-            self._events.push(finish, Event(EventKind.COMPLETION, jid, rj.version))
+            self._events.push(finish, Event(_COMPLETION, jid, rj.version))

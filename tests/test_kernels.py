@@ -194,6 +194,11 @@ def test_fixed_paths_equal_the_python_ones():
         assert got[0] == want.last_stage_s and got[1] == want.other_s
         for array, name in zip(got[2:], ("tail_s", "loops_only_s", "segments_s", "pre_loop_s", "post_s")):
             assert np.array_equal(array, getattr(want, name)), name
+        # The same family as IterationModel builds it (pipeline.compiled_fixed_paths).
+        built = pipeline.compiled_fixed_paths(forward, backward, transfer, latency, n)
+        assert built.last_stage_s == want.last_stage_s and built.other_s == want.other_s
+        for name in ("tail_s", "loops_only_s", "segments_s", "pre_loop_s", "post_s"):
+            assert np.array_equal(getattr(built, name), getattr(want, name)), name
         checked += 1
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import geopipe_env  # noqa: F401
-from geopipe_env import generator
+from geopipe_env import generator, layout_table
 from geopipe_env.generator import sample_world
 from geopipe_env.loader import load_builtin
 
@@ -99,7 +99,10 @@ def test_caches_across_episodes_change_nothing(monkeypatch, tiny_bounds):
     shared = gym.make("GeoPipe-v0").unwrapped
     carried = [_episode(shared, s) for s in seeds]
     simulator._iteration_time_s.cache_clear()
-    fresh = [_episode(gym.make("GeoPipe-v0").unwrapped, s) for s in seeds]
+    fresh = []
+    for s in seeds:
+        layout_table.forget_shared_tables()
+        fresh.append(_episode(gym.make("GeoPipe-v0").unwrapped, s))
     assert carried == fresh
     assert len(shared._layouts[1]) > 0, "the layout cache was not shared"
 
@@ -129,3 +132,47 @@ def test_a_draw_from_one_option_leaves_the_stream_as_numpy_does():
     options = ("a", "b", "c")
     assert generator._draw(skipped, options) == options[called.integers(0, 3)]
     assert skipped.random() == called.random()
+
+
+def test_event_queue_push_all_pops_as_pushes():
+    """Events queued at once pop in the order of the same events pushed one by one (ties by kind, then order)."""
+    from geopipe_env.engine import Event, EventKind, EventQueue
+
+    rng = np.random.default_rng(3)
+    timed = [(float(t), Event(EventKind(int(k)), j)) for j, (t, k) in enumerate(zip(rng.integers(0, 5, 60), rng.integers(0, 2, 60)))]
+    one_by_one, at_once = EventQueue(), EventQueue()
+    for time_s, event in timed:
+        one_by_one.push(time_s, event)
+    at_once.push_all(timed)
+    at_once.push(2.0, Event(EventKind.COMPLETION, 99))
+    one_by_one.push(2.0, Event(EventKind.COMPLETION, 99))
+    assert [one_by_one.pop() for _ in range(61)] == [at_once.pop() for _ in range(61)]
+
+
+def test_envs_of_one_process_share_layouts_and_change_nothing(monkeypatch):
+    """Envs on worlds of one timing share one layout table (emptied again and again with a tiny bound), and
+    stepped alternately they equal each run alone with no table before it."""
+    monkeypatch.setattr(layout_table, "MAX_TABLE_LAYOUTS", 7)
+
+    def run(envs, seeds):
+        rngs = [np.random.default_rng(s) for s in seeds]
+        infos = [env.reset(seed=s)[1] for env, s in zip(envs, seeds)]
+        trace = [[] for _ in envs]
+        done = [False] * len(envs)
+        while not all(done):
+            for i, env in enumerate(envs):
+                if not done[i]:
+                    obs, reward, term, trunc, infos[i] = env.step(int(rngs[i].choice(np.flatnonzero(infos[i]["action_mask"]))))
+                    trace[i].append((reward, obs["candidates"].tobytes()))
+                    done[i] = term or trunc
+        return trace
+
+    seeds = [21, 22, 23]
+    envs = [gym.make("GeoPipe-v0").unwrapped for _ in seeds]
+    together = run(envs, seeds)
+    assert envs[0]._table.layouts is envs[1]._table.layouts is envs[2]._table.layouts
+    alone = []
+    for s in seeds:
+        layout_table.forget_shared_tables()
+        alone.append(run([gym.make("GeoPipe-v0").unwrapped], [s])[0])
+    assert together == alone

@@ -355,6 +355,21 @@ def _fixed_paths(
     )
 
 
+def compiled_fixed_paths(
+    forward_s: np.ndarray, backward_s: np.ndarray, hop_transfer_s: np.ndarray, hop_latency_s: np.ndarray, n: int
+) -> _FixedPaths:
+    """:func:`_fixed_paths` (with ``stage_s = forward_s + backward_s``) by the compiled ``kernels.fixed_paths``,
+    which equals it array for array, bit for bit."""
+    tab = _path_tables(forward_s.shape[0], n)
+    last_stage_s, other_s, tail_s, loops_only_s, segments_s, pre_loop_s, post_s = kernels.fixed_paths(
+        forward_s, backward_s, hop_transfer_s, hop_latency_s, n, tab.run_reach, tab.held, tab.turn_stage,
+        tab.turn_reach, tab.turn_hop_reach, tab.turn_held, tab.turn_cycles, tab.turn_segment, tab.turn_steps,
+        tab.tail_copies, tab.tail_width, tab.full_loops, tab.part_loop, tab.copies, tab.segment, tab.pre_loop,
+        tab.post_width, tab.cool_steps, tab.first_reach,
+    )
+    return _FixedPaths(tab, last_stage_s, tail_s, loops_only_s, segments_s, pre_loop_s, post_s, other_s)
+
+
 def _longest_s(paths: _FixedPaths, link_step_s: float) -> float:
     """The longest path of the family, given the fixed parts and the bottleneck link's time per step."""
     tab = paths.tables
@@ -505,15 +520,11 @@ def model_parts(
     last_stage_s, folded = 0.0, (0.0, empty, empty, empty, empty, empty)
     if kind == MODEL_PATHS:
         n = num_microbatches - 1
-        tab = _path_tables(forward_s.shape[0], n)
-        last_stage_s, other_s, tail_s, loops_only_s, segments_s, pre_loop_s, post_s = kernels.fixed_paths(
-            forward_s, backward_s, hop_transfer_s, hop_latency_s, n, tab.run_reach, tab.held, tab.turn_stage,
-            tab.turn_reach, tab.turn_hop_reach, tab.turn_held, tab.turn_cycles, tab.turn_segment, tab.turn_steps,
-            tab.tail_copies, tab.tail_width, tab.full_loops, tab.part_loop, tab.copies, tab.segment, tab.pre_loop,
-            tab.post_width, tab.cool_steps, tab.first_reach,
-        )
+        paths = compiled_fixed_paths(forward_s, backward_s, hop_transfer_s, hop_latency_s, n)
+        tab, last_stage_s = paths.tables, paths.last_stage_s
         folded = kernels.fold_paths(
-            tail_s, tab.tail_rest, loops_only_s, other_s, segments_s, tab.pre, pre_loop_s, post_s
+            paths.tail_s, tab.tail_rest, paths.loops_only_s, paths.other_s, paths.segments_s, tab.pre,
+            paths.pre_loop_s, paths.post_s,
         )
     return ModelParts(kind, num_microbatches, base_s, max_x, max_f, max_b, uniform, last_stage_s, *folded)
 
@@ -548,8 +559,7 @@ class IterationModel:
         self._uniform: tuple[float, float, float, float] | None = uniform if kind == MODEL_UNIFORM else None
         self._paths: _FixedPaths | None = None
         if kind == MODEL_PATHS:
-            stage_s = forward_s + backward_s
-            self._paths = _fixed_paths(forward_s, backward_s, stage_s, hop_transfer_s, hop_latency_s, num_microbatches - 1)
+            self._paths = compiled_fixed_paths(forward_s, backward_s, hop_transfer_s, hop_latency_s, num_microbatches - 1)
 
     def total_s(self, min_cadence_s: float = 0.0) -> float:
         """``iteration_time(..., min_cadence_s).total_s`` for this layout."""
