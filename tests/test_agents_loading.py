@@ -1,6 +1,7 @@
 """Loading saved SB3 models as policies."""
 
 import gymnasium as gym
+import numpy as np
 import pytest
 from sb3_contrib import MaskablePPO
 from stable_baselines3 import PPO
@@ -8,7 +9,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
 import geopipe_env  # noqa: F401
 from agents import ObservationSpaceMismatch, load_agent
-from agents.loading import VECNORMALIZE_SUFFIX
+from agents.loading import VECNORMALIZE_SUFFIX, check_spaces
 
 
 def _episode(env, agent, seed=0):
@@ -44,6 +45,17 @@ def test_model_for_another_observation_space_is_refused(tmp_path):
     other = gym.make("GeoPipe-Toy-v0", max_regions=8)
     with pytest.raises(ObservationSpaceMismatch, match="max_regions"):
         load_agent(tmp_path / "small.zip", env=other)
+
+
+def test_model_for_another_observation_layout_is_refused(tmp_path):
+    """A model whose observation has another layout (here a global table of one feature fewer, as in an older
+    GeoPipe release) gets a clear error naming the key and saying no env argument can fix it."""
+    env = gym.make("GeoPipe-Toy-v0")
+    spaces_ = dict(env.observation_space.spaces)
+    spaces_["global"] = gym.spaces.Box(-100.0, 100.0, shape=(spaces_["global"].shape[0] - 1,), dtype=np.float32)
+    old = gym.spaces.Dict(spaces_)
+    with pytest.raises(ObservationSpaceMismatch, match="differs in global, which no env argument sets"):
+        check_spaces(old, env.observation_space, "agent 'old'")
 
 
 def test_missing_or_corrupt_file_is_a_clear_error(tmp_path):
