@@ -61,13 +61,18 @@ def evaluate_run_references(run_dir: Path, names: list[str]) -> None:
     import gymnasium as gym
     import yaml
 
-    from agents.callbacks import evaluate_references
+    from agents.callbacks import evaluate_agent, summarize_episodes
+    from baselines import make_policy
 
     args = yaml.safe_load((run_dir / "args.yml").read_text())
-    config = yaml.safe_load((run_dir / "config.yml").read_text())
-    env = gym.make(args["env"], **config.get("env_kwargs", {}))
+    env_kwargs = yaml.safe_load((run_dir / "config.yml").read_text()).get("env_kwargs", {})
     seeds = range(args["eval_seed_start"], args["eval_seed_start"] + args["eval_episodes"])
-    evaluate_references(run_dir, env, seeds, names)
+    rows = []
+    for name in names:
+        policy = make_policy(name)
+        env = gym.make(args["env"], **env_kwargs, **policy.env_kwargs)  # some need extra candidate strategies
+        rows.append({"policy": name, **summarize_episodes(evaluate_agent(policy, env, seeds))})
+    write_references(run_dir, rows)
 
 
 def plot_learning_curve(run_dir: Path, out: Path | None = None, title: str | None = None) -> Path:
