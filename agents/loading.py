@@ -55,6 +55,7 @@ def _describe(space: spaces.Space) -> str:
 # Observation keys whose size the env's arguments set (queue_slots, max_regions, strategies); the others are fixed
 # by the observation layout of the GeoPipe version.
 SIZED_BY_ARGUMENTS = ("regions", "links", "queue", "candidates")
+FIXED_BY_VERSION = ("global",)
 
 
 def check_spaces(model_space: spaces.Space, env_space: spaces.Space, source: str) -> None:
@@ -67,7 +68,8 @@ def check_spaces(model_space: spaces.Space, env_space: spaces.Space, source: str
         differing = {k for k in {*model_space.spaces, *env_space.spaces}
                      if k not in model_space.spaces or k not in env_space.spaces
                      or model_space[k].shape != env_space[k].shape}
-        if differing - set(SIZED_BY_ARGUMENTS):
+        fixed_by_version = differing - set(SIZED_BY_ARGUMENTS)
+        if fixed_by_version and fixed_by_version <= set(FIXED_BY_VERSION):
             hint = (f"the observation layout differs in {', '.join(sorted(differing))}, which no env argument sets: the "
                     "model was trained with another GeoPipe version; retrain it with this one (train.py) or load it "
                     "with the version it was trained with")
