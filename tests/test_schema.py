@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -12,6 +13,7 @@ from geopipe_env.schema import scenario_json_schema
 
 jsonschema = pytest.importorskip("jsonschema")
 SHIPPED = SCENARIO_DIR.parent / "scenario.schema.json"
+BENCHMARK_SCENARIOS = sorted((Path(__file__).parents[1] / "benchmarks" / "scenarios").glob("*.yaml"))
 
 
 @pytest.fixture(scope="module")
@@ -26,12 +28,14 @@ def test_shipped_schema_is_the_generated_one():
     assert json.loads(SHIPPED.read_text()) == scenario_json_schema()
 
 
-@pytest.mark.parametrize("path", sorted(SCENARIO_DIR.glob("*.yaml")), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", sorted(SCENARIO_DIR.glob("*.yaml")) + BENCHMARK_SCENARIOS, ids=lambda p: p.stem)
 def test_every_shipped_scenario_validates(path, validator):
-    """Each bundled scenario file, as written (a file with ``extends`` may leave out what it inherits), fits."""
+    """Each bundled scenario file and each of the benchmarks' scenarios, as written (a file with ``extends`` may
+    leave out what it inherits), fits the schema and loads."""
     data = yaml.load(path.read_text(), Loader=StrictYamlLoader)  # noqa: S506 - a SafeLoader subclass
     errors = sorted(validator.iter_errors(data), key=str)
     assert not errors, [e.message for e in errors]
+    assert load_scenario(path).name == path.stem
 
 
 @pytest.mark.parametrize(
