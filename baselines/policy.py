@@ -41,6 +41,27 @@ def play_episode(env: Any, policy: Policy, seed: int) -> tuple[float, dict[str, 
             return episode_return, info
 
 
+class WaitCounter:
+    """Wraps a policy and counts, over the episodes it plays, the decisions where a launch was valid (``could``)
+    and those of them where it waited (``waited``)."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy, self.name, self.env_kwargs = policy, policy.name, policy.env_kwargs
+        self.could = self.waited = 0
+        self.wait_action = -1
+
+    def reset(self, env: Any) -> None:
+        self.policy.reset(env)
+        self.wait_action = env.unwrapped.wait_action
+
+    def act(self, obs: dict[str, np.ndarray], info: dict[str, Any]) -> int:
+        action = int(self.policy.act(obs, info))
+        if info["action_mask"][: self.wait_action].any():
+            self.could += 1
+            self.waited += action == self.wait_action
+        return action
+
+
 class ScriptedPolicy:
     """Base for policies that choose among the env's candidates. Subclasses implement :meth:`choose`."""
 

@@ -33,6 +33,7 @@ import torch  # noqa: E402
 import geopipe_env  # noqa: E402, F401
 from agents.loading import load_agent  # noqa: E402
 from baselines import make_policy  # noqa: E402
+from baselines.policy import WaitCounter, play_episode  # noqa: E402
 from baselines.stats import mean_ci  # noqa: E402
 
 VARIANTS = {  # name → hyperparameter overrides of the GeoPipe-v0 entry
@@ -64,24 +65,11 @@ class ArgmaxPlay:
 
 
 def play(policy, seeds) -> dict:
-    returns, waits, could = [], 0, 0
-    for seed in seeds:
-        env = gym.make("GeoPipe-v0")
-        obs, info = env.reset(seed=seed)
-        policy.reset(env)
-        total = 0.0
-        while True:
-            action = policy.act(obs, info)
-            if info["action_mask"][:-1].any():
-                could += 1
-                waits += action == env.unwrapped.wait_action
-            obs, reward, terminated, truncated, info = env.step(action)
-            total += reward
-            if terminated or truncated:
-                break
-        returns.append(total)
+    counted = WaitCounter(policy)
+    returns = [play_episode(gym.make("GeoPipe-v0"), counted, seed)[0] for seed in seeds]
     ci = mean_ci(returns)
-    return {"mean_return": ci.mean, "ci95": ci.ci95, "wait_share": waits / max(could, 1), "returns": returns}
+    return {"mean_return": ci.mean, "ci95": ci.ci95, "wait_share": counted.waited / max(counted.could, 1),
+            "returns": returns}
 
 
 def train(name: str, overrides: list[str], timesteps: int, log_dir: Path) -> tuple[Path, float]:

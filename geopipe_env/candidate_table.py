@@ -117,16 +117,10 @@ class CandidateTable:
 
     def info(self, slot: int, k: int) -> CandidateInfo | None:
         """The candidate behind action ``slot·K + k`` at the last decision, as the Python table describes it."""
-        if slot >= self.num_slots:
+        placement = self.placement(slot, k)
+        if placement is None:
             return None
-        c = int(self.candidate_of[slot, k])
-        if c < 0:
-            return None
-        length = int(self.candidate_length[c])
-        num_regions = self.sim.world.num_regions
-        place = self.candidate_place[c]
-        placement = _placement(tuple(place[:length].tolist()), tuple(place[num_regions:num_regions + length].tolist()))
-        f = self.candidate_f[c].tolist()
+        f = self.candidate_f[int(self.candidate_of[slot, k])].tolist()
         return CandidateInfo(
             placement, f[ck.C_ITERATION], f[ck.C_DURATION], f[ck.C_COST], f[ck.C_CARBON], f[ck.C_RATE],
             f[ck.C_DEMAND], bool(f[ck.C_STALLED]),

@@ -209,6 +209,17 @@ def _cached_profile(cache: dict, key: tuple, model, shape, scenario, num_gpus, t
     return profile
 
 
+def _hourly(series: list, start_hour: int, num_hours: int, at_mean: bool) -> np.ndarray:
+    """(len(series), num_hours): each series' window from ``start_hour``, or its 2023 mean throughout if
+    ``at_mean``; zeros for a missing series."""
+    return np.stack([
+        np.zeros(num_hours) if s is None
+        else np.full(num_hours, s.values.mean()) if at_mean
+        else s.window(start_hour, num_hours)
+        for s in series
+    ])
+
+
 def sample_world(scenario: Scenario, rng: np.random.Generator, profile_cache: dict | None = None) -> World:
     """Draw one episode's world from ``scenario`` using ``rng`` only.
 
@@ -230,15 +241,9 @@ def sample_world(scenario: Scenario, rng: np.random.Generator, profile_cache: di
     constant_price = rand.constant_price_prob is not None and bool(rng.random() < rand.constant_price_prob)
     start_hour = scenario.start_hour if scenario.start_hour is not None else int(rng.integers(0, DAYS_PER_YEAR)) * 24
     num_hours = int(math.ceil(scenario.horizon_s / SECONDS_PER_HOUR)) + HORIZON_MARGIN_H
-    price = np.stack([r.price_usd_per_kwh.window(start_hour, num_hours) for r in regions])
-    carbon = np.stack(
-        [r.carbon_g_per_kwh.window(start_hour, num_hours) if r.carbon_g_per_kwh else np.zeros(num_hours) for r in regions]
-    )
-    if constant_price:  # each region's price and carbon at its series' 2023 mean: a world without hourly series
-        price = np.stack([np.full(num_hours, r.price_usd_per_kwh.values.mean()) for r in regions])
-        carbon = np.stack(
-            [np.full(num_hours, r.carbon_g_per_kwh.values.mean() if r.carbon_g_per_kwh else 0.0) for r in regions]
-        )
+    # With constant_price, each region's price and carbon at its series' 2023 mean: a world without hourly series.
+    price = _hourly([r.price_usd_per_kwh for r in regions], start_hour, num_hours, constant_price)
+    carbon = _hourly([r.carbon_g_per_kwh for r in regions], start_hour, num_hours, constant_price)
     pue = np.array([r.pue for r in regions])
     # Jobs of one model share their sizing, timing and memory fit within a world (and across equal worlds).
     if profile_cache is None:

@@ -9,7 +9,7 @@ from conftest import load_script
 import geopipe_env  # noqa: F401
 from agents import load_agent
 from agents.policies import CandidateScoringPolicy
-from baselines.policy import play_episode
+from baselines.policy import ScriptedPolicy, WaitCounter, play_episode
 from geopipe_env.observation import CANDIDATE_FEATURES, QUEUE_FEATURES
 
 train = load_script("train")
@@ -122,27 +122,14 @@ def test_a_short_default_run_does_not_collapse_to_waiting(tmp_path):
     finally:
         torch.set_num_threads(threads)
     agent = load_agent(tmp_path / "young" / "model.zip")
+
+    class AlwaysWait(ScriptedPolicy):
+        def choose(self, mask):
+            return self.env.wait_action
+
     for seed in (1000, 1001):
-        env = gym.make("GeoPipe-v0")
-        obs, info = env.reset(seed=seed)
-        agent.reset(env)
-        agent_return, could_launch, waited = 0.0, 0, 0
-        while True:
-            action = agent.act(obs, info)
-            if info["action_mask"][:-1].any():
-                could_launch += 1
-                waited += action == env.unwrapped.wait_action
-            obs, reward, terminated, truncated, info = env.step(action)
-            agent_return += reward
-            if terminated or truncated:
-                break
-        wait_env = gym.make("GeoPipe-v0")
-        _, info = wait_env.reset(seed=seed)
-        wait_return = 0.0
-        while True:
-            _, reward, terminated, truncated, info = wait_env.step(wait_env.unwrapped.wait_action)
-            wait_return += reward
-            if terminated or truncated:
-                break
-        assert waited < 0.5 * could_launch
+        counted = WaitCounter(agent)
+        agent_return, _ = play_episode(gym.make("GeoPipe-v0"), counted, seed)
+        wait_return, _ = play_episode(gym.make("GeoPipe-v0"), AlwaysWait(), seed)
+        assert counted.waited < 0.5 * counted.could
         assert agent_return > 0.5 * wait_return  # returns are negative: at least twice as good as waiting

@@ -49,26 +49,27 @@ def test_profile_cache_is_bounded_and_profiles_are_read_only(monkeypatch):
         world.jobs[0].forward_s[0] = 1.0  # shared across jobs and episodes: must not be writable
 
 
+def _interleaved(envs, seeds) -> list[list[tuple[float, bytes]]]:
+    """Masked-random episodes of ``envs`` (seeded ``seeds``) stepped alternately: per env, (reward, the candidates'
+    bytes) per step."""
+    rngs = [np.random.default_rng(s) for s in seeds]
+    infos = [env.reset(seed=s)[1] for env, s in zip(envs, seeds)]
+    trace = [[] for _ in envs]
+    done = [False] * len(envs)
+    while not all(done):
+        for i, env in enumerate(envs):
+            if not done[i]:
+                obs, reward, term, trunc, infos[i] = env.step(int(rngs[i].choice(np.flatnonzero(infos[i]["action_mask"]))))
+                trace[i].append((reward, obs["candidates"].tobytes()))
+                done[i] = term or trunc
+    return trace
+
+
 def test_interleaved_envs_equal_solo_runs():
     """Two envs on different worlds stepped alternately (sharing per-world caches) equal each run alone."""
-
-    def run(envs, seeds):
-        rngs = [np.random.default_rng(s) for s in seeds]
-        infos = [env.reset(seed=s)[1] for env, s in zip(envs, seeds)]
-        trace = [[] for _ in envs]
-        done = [False] * len(envs)
-        while not all(done):
-            for i, env in enumerate(envs):
-                if done[i]:
-                    continue
-                obs, reward, term, trunc, infos[i] = env.step(int(rngs[i].choice(np.flatnonzero(infos[i]["action_mask"]))))
-                trace[i].append((reward, float(obs["candidates"].sum())))
-                done[i] = term or trunc
-        return trace
-
     ids, seeds = ["GeoPipe-v0", "GeoPipe-Toy-v0"], [3, 4]
-    together = run([gym.make(i).unwrapped for i in ids], seeds)
-    alone = [run([gym.make(i).unwrapped], [s])[0] for i, s in zip(ids, seeds)]
+    together = _interleaved([gym.make(i).unwrapped for i in ids], seeds)
+    alone = [_interleaved([gym.make(i).unwrapped], [s])[0] for i, s in zip(ids, seeds)]
     assert together == alone
 
 
@@ -154,25 +155,12 @@ def test_envs_of_one_process_share_layouts_and_change_nothing(monkeypatch):
     stepped alternately they equal each run alone with no table before it."""
     monkeypatch.setattr(layout_table, "MAX_TABLE_LAYOUTS", 7)
 
-    def run(envs, seeds):
-        rngs = [np.random.default_rng(s) for s in seeds]
-        infos = [env.reset(seed=s)[1] for env, s in zip(envs, seeds)]
-        trace = [[] for _ in envs]
-        done = [False] * len(envs)
-        while not all(done):
-            for i, env in enumerate(envs):
-                if not done[i]:
-                    obs, reward, term, trunc, infos[i] = env.step(int(rngs[i].choice(np.flatnonzero(infos[i]["action_mask"]))))
-                    trace[i].append((reward, obs["candidates"].tobytes()))
-                    done[i] = term or trunc
-        return trace
-
     seeds = [21, 22, 23]
     envs = [gym.make("GeoPipe-v0").unwrapped for _ in seeds]
-    together = run(envs, seeds)
+    together = _interleaved(envs, seeds)
     assert envs[0]._table.layouts is envs[1]._table.layouts is envs[2]._table.layouts
     alone = []
     for s in seeds:
         layout_table.forget_shared_tables()
-        alone.append(run([gym.make("GeoPipe-v0").unwrapped], [s])[0])
+        alone.append(_interleaved([gym.make("GeoPipe-v0").unwrapped], [s])[0])
     assert together == alone
