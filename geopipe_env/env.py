@@ -214,11 +214,10 @@ class GeoPipeEnv(gym.Env):
         self.decisions += 1
         if 0 <= a < self.wait_action and self._mask[a]:
             slot, k = divmod(a, self.num_strategies)
-            if isinstance(self._cands, CandidateTable):
-                placement = self._cands.placement(slot, k)
+            if isinstance(self._cands, CandidateTable):  # the compiled table's candidates pass check_placement
+                sim.launch(sim.waiting[slot], self._cands.placement(slot, k), checked=True)
             else:
-                placement = self._cands[slot][k].placement
-            sim.launch(sim.waiting[slot], placement)
+                sim.launch(sim.waiting[slot], self._cands[slot][k].placement)
             self._advance_until_decision()
         else:
             if a != self.wait_action or not self._mask[a]:

@@ -179,6 +179,7 @@ class RunningJob:
     placement: Placement
     gpus: np.ndarray  # (R,) GPUs held per region
     layout: Layout  # refreshed when line rates change
+    layout_version: int  # the line rates (ClusterSim._capacity_version) ``layout`` was computed at
     stalled: bool = False
     version: int = 0
 
@@ -520,16 +521,20 @@ class ClusterSim:
         return Estimate(t_iter, t_iter * job.iterations, rate, demand, is_stalled(rate, demand), power)
 
     # ------------------------------------------------------------------ actions
-    def launch(self, job_id: int, placement: Placement) -> None:
-        """Start ``job_id`` on ``placement`` now. Raises :class:`InfeasiblePlacement` and changes nothing if it cannot."""
+    def launch(self, job_id: int, placement: Placement, checked: bool = False) -> None:
+        """Start ``job_id`` on ``placement`` now. Raises :class:`InfeasiblePlacement` and changes nothing if it cannot.
+
+        ``checked=True`` skips the feasibility check, for a caller that holds a placement built for this job in
+        this state (the env's compiled candidate table, whose every candidate passes :meth:`check_placement`)."""
         job = self.world.jobs[job_id]
-        why = self.check_placement(job, placement)
-        if why is not None:
-            raise InfeasiblePlacement(why)
+        if not checked:
+            why = self.check_placement(job, placement)
+            if why is not None:
+                raise InfeasiblePlacement(why)
         gpus = np.zeros(self.world.num_regions, dtype=np.int64)
         for r, n in zip(placement.regions, placement.stages):
             gpus[r] = n * job.stage_gpus
-        rj = RunningJob(sim=self, job=job, placement=placement, gpus=gpus, layout=self.layout(job, placement))
+        rj = RunningJob(self, job, placement, gpus, self.layout(job, placement), self._capacity_version)
         self._remaining_iters[job_id] = float(job.iterations)
         self._iteration_s[job_id] = 0.0
         self._wan_bytes_per_s[job_id] = 0.0
@@ -555,39 +560,49 @@ class ClusterSim:
 
     def _recompute_rates(self) -> None:
         """Max-min fair rates for all running jobs on all directed links (``kernels.max_min_rates``: the
-        progressive filling of ``network.max_min_fair``), then timing, power and completions."""
+        progressive filling of ``network.max_min_fair``), then timing, power and completions
+        (``kernels.reallocate`` does the compiled parts in one call)."""
         num_regions = self.world.num_regions
         ids = self._running_ids
         link_load = np.zeros(num_regions * num_regions)
-        self.max_link_utilization = kernels.max_min_rates(
+        power = np.zeros(num_regions)
+        kw = np.empty(num_regions)
+        self.max_link_utilization, count, total_w = kernels.reallocate(
             ids, self._demand_gbps, self._job_links, self._job_num_links, self.capacity_gbps.ravel(), self._rates,
-            link_load, self.max_link_utilization,
+            link_load, self.max_link_utilization, self._rate_gbps, self._timed_at_capacity, self._capacity_version,
+            self._stale, self._power_w, power, kw,
         )
         self.link_load_gbps = link_load.reshape(num_regions, num_regions)
-        stale = self._stale
-        count = kernels.stale_jobs(ids, self._rates, self._rate_gbps, self._timed_at_capacity, self._capacity_version, stale)
-        for jid in stale[:count].tolist():
-            self._retime(self.running[jid], float(self._rates[jid]))
-        self.region_power_w = power = np.zeros(num_regions)
-        kw = np.empty(num_regions)
-        self._region_kw = (kw, kernels.region_power(self._power_w, ids, power, kw))
+        if count:
+            rates = self._rates
+            for jid in self._stale[:count].tolist():
+                self._retime(self.running[jid], float(rates[jid]))
+            total_w = kernels.region_power(self._power_w, ids, power, kw)
+        self.region_power_w = power
+        self._region_kw = (kw, total_w)
 
     def _retime(self, rj: RunningJob, rate_gbps: float) -> None:
         """Give a running job a new rate (or new line rates): timing, power, and a new completion if it moved."""
         job = rj.job
         jid = job.job_id
-        rj.layout = lay = self.layout(job, rj.placement)
-        self._demand_gbps[jid] = lay.demand_gbps
-        self._timed_at_capacity[jid] = self._capacity_version
+        version = self._capacity_version
+        lay = rj.layout
+        if rj.layout_version != version:
+            rj.layout = lay = self.layout(job, rj.placement)
+            rj.layout_version = version
+            self._demand_gbps[jid] = lay.demand_gbps
+        self._timed_at_capacity[jid] = version
         t_iter, power = lay.timing.at(rate_gbps)
         self._rate_gbps[jid] = rate_gbps
-        rj.stalled = bool(rj.placement.num_wan_hops) and is_stalled(rate_gbps, rj.demand_gbps)
-        self.ever_stalled[jid] |= rj.stalled
+        hops = rj.placement.num_wan_hops
+        rj.stalled = stalled = bool(hops) and is_stalled(rate_gbps, lay.demand_gbps)
+        if stalled:
+            self.ever_stalled[jid] = True
         self._power_w[jid] = power
-        per_iter_bytes = 2.0 * job.num_microbatches * job.wan_message_bytes * rj.placement.num_wan_hops
+        per_iter_bytes = 2.0 * job.num_microbatches * job.wan_message_bytes * hops
         self._wan_bytes_per_s[jid] = per_iter_bytes / t_iter
         if t_iter != self._iteration_s[jid]:
             self._iteration_s[jid] = t_iter
             rj.version += 1
-            finish = self.now_s + max(rj.remaining_iters, 0.0) * t_iter
+            finish = self.now_s + max(float(self._remaining_iters[jid]), 0.0) * t_iter
             self._events.push(finish, Event(_COMPLETION, jid, rj.version))

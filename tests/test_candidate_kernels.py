@@ -33,6 +33,8 @@ def assert_tables_agree(env) -> int:
             if want is None:
                 continue
             assert got.placement == want.placement, (slot, env.strategies[k])
+            # The env launches the table's candidates without checking them again (ClusterSim.launch, checked=True).
+            assert env.sim.check_placement(env.world.jobs[jid], got.placement) is None
             assert got.stalled == want.stalled
             for field in ("iteration_s", "duration_s", "cost_usd", "carbon_kg", "rate_gbps", "demand_gbps"):
                 assert getattr(got, field) == pytest.approx(getattr(want, field), rel=REL, abs=1e-300), field

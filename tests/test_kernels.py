@@ -269,3 +269,41 @@ def test_region_power_and_stale_jobs_equal_their_numpy_forms():
     count = kernels.stale_jobs(running, rates, timed, version, 0, out)
     want_ids = [j for j in running if rates[j] != timed[j] or version[j] != 0]
     assert out[:count].tolist() == want_ids and running[4] in want_ids
+
+
+@pytest.mark.parametrize("stale", [False, True])
+def test_reallocate_equals_its_three_kernels(stale):
+    """``reallocate`` gives what max_min_rates, stale_jobs and (with no stale job) region_power give one by one,
+    on contended links; with a stale job it leaves the power to the caller."""
+    rng = np.random.default_rng(11)
+    num_regions, num_jobs = 5, 14
+    running = rng.permutation(num_jobs)[:9].astype(np.int64)
+    demand = rng.uniform(1.0, 40.0, num_jobs)
+    job_links = rng.integers(0, num_regions * num_regions, (num_jobs, 4)).astype(np.int64)
+    num_links = rng.integers(0, 5, num_jobs).astype(np.int64)
+    capacity = rng.uniform(5.0, 60.0, num_regions * num_regions)
+    power_w = rng.uniform(0.0, 5e5, (num_jobs, num_regions))
+
+    def run(fused: bool):
+        rates, load, out = np.zeros(num_jobs), np.zeros(num_regions * num_regions), np.zeros(num_jobs, dtype=np.int64)
+        total, kw = np.zeros(num_regions), np.zeros(num_regions)
+        timed_capacity = np.zeros(num_jobs, dtype=np.int64)
+        if stale:
+            timed_capacity[running[3]] = -1
+        if fused:
+            peak, count, total_w = kernels.reallocate(running, demand, job_links, num_links, capacity, rates, load,
+                                                      0.5, rates_timed, timed_capacity, 0, out, power_w, total, kw)
+        else:
+            peak = kernels.max_min_rates(running, demand, job_links, num_links, capacity, rates, load, 0.5)
+            count = kernels.stale_jobs(running, rates, rates_timed, timed_capacity, 0, out)
+            total_w = kernels.region_power(power_w, running, total, kw) if count == 0 else 0.0
+        return peak, count, total_w, rates, load, out[:count].copy(), total, kw
+
+    rates_timed = np.zeros(num_jobs)
+    first = run(fused=False)  # the rates each job gets; time them at those so that only the stale one is stale
+    rates_timed = first[3].copy()
+    want, got = run(fused=False), run(fused=True)
+    assert want[1] == (1 if stale else 0)
+    for w, g in zip(want, got):
+        assert np.array_equal(np.asarray(w), np.asarray(g))
+    assert (got[2] == 0.0) == stale

@@ -238,6 +238,40 @@ def max_min_rates(
     return max_utilization
 
 
+
+@njit(cache=True)
+def reallocate(
+    running: np.ndarray,
+    demand_gbps: np.ndarray,
+    job_links: np.ndarray,
+    job_num_links: np.ndarray,
+    capacity_gbps: np.ndarray,
+    rates: np.ndarray,
+    link_load_gbps: np.ndarray,
+    max_utilization: float,
+    timed_rate: np.ndarray,
+    timed_capacity: np.ndarray,
+    capacity_version: int,
+    stale: np.ndarray,
+    power_w: np.ndarray,
+    total_w: np.ndarray,
+    kw: np.ndarray,
+) -> tuple[float, int, float]:
+    """One call for what ``ClusterSim._recompute_rates`` asks of the kernels: :func:`max_min_rates`, then
+    :func:`stale_jobs` into ``stale``, then, if no job is stale (so no power row changes), :func:`region_power`.
+
+    Returns:
+        ``(max_utilization, stale count, total power W)``; with stale jobs the power is not computed (0.0 and
+        ``total_w`` untouched): the caller retimes them, then calls :func:`region_power`.
+    """
+    max_utilization = max_min_rates(
+        running, demand_gbps, job_links, job_num_links, capacity_gbps, rates, link_load_gbps, max_utilization
+    )
+    count = stale_jobs(running, rates, timed_rate, timed_capacity, capacity_version, stale)
+    if count:
+        return max_utilization, count, 0.0
+    return max_utilization, 0, region_power(power_w, running, total_w, kw)
+
 # A layout table (geopipe_env.layout_table.LayoutTable) holds per layout a row of floats, a row of ints, its
 # placement in a flat int array and its 1F1B path lines (pipeline.ModelParts) in a flat float array; the columns:
 (LF_BASE, LF_MAX_X, LF_MAX_F, LF_MAX_B, LF_UNI_F, LF_UNI_S, LF_UNI_X, LF_UNI_LAT, LF_LAST_STAGE, LF_CONSTANT,
@@ -554,3 +588,5 @@ def warm_up() -> None:
     find_layout(index, np.zeros((1, NUM_LAYOUT_INTS), dtype=np.int64), running, 0, running, running, 1)
     max_min_rates(running, one, np.zeros((1, 1), dtype=np.int64), np.zeros(1, dtype=np.int64), one, np.zeros(1),
                   np.zeros(1), 0.0)
+    reallocate(running, one, np.zeros((1, 1), dtype=np.int64), np.zeros(1, dtype=np.int64), one, np.zeros(1),
+               np.zeros(1), 0.0, one, running, 0, np.zeros(1, dtype=np.int64), np.zeros((1, 1)), np.zeros(1), np.zeros(1))
