@@ -1,9 +1,11 @@
 """Training overhead: SB3 MaskablePPO steps/s on GeoPipe-v0 divided by SB3 PPO steps/s on CartPole-v1.
 
-Usage: ``python benchmarks/training_overhead.py [--timesteps 4096] [--n-envs 2]``. Both runs use the same
-``n_steps``, batch size, network (two hidden layers of 64) and number of envs (DummyVecEnv, one process), on the
-CPU, in this one process, with the same torch thread count, so the ratio isolates what the environment costs the
-learner.
+Usage: ``python benchmarks/training_overhead.py [--timesteps 4096] [--rounds 3] [--n-envs 2]``. Every learner uses
+the same ``n_steps``, batch size, network (two hidden layers of 64) and number of envs (DummyVecEnv, one process),
+on the CPU, in this one process, with the same torch thread count, so the ratios isolate what the environment
+costs the learner. The learners are built and warmed up first, then run in interleaved rounds (each learner
+``--timesteps`` per round, in turn), so that the machine's drift hits them alike; the env's share of a training
+step is taken per round from CPU time.
 
 A third run, MaskablePPO on a *null* env with GeoPipe-v0's observation and action spaces (a fixed observation,
 every action valid, 27-step episodes, no simulation), gives the learner's own ceiling on those spaces: the ratio
@@ -14,6 +16,7 @@ floats, keeping the 65 masked actions: what the action space and masking alone c
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import time
 
@@ -61,39 +64,63 @@ class TinyNullEnv(NullEnv):
         self._obs = np.zeros(4, dtype=np.float32)
 
 
-def steps_per_second(algo, policy: str, env_id, timesteps: int, n_envs: int, n_steps: int, batch: int) -> float:
-    venv = make_vec_env(env_id, n_envs=n_envs, seed=0)
-    model = algo(
-        policy, venv, n_steps=n_steps, batch_size=batch, policy_kwargs={"net_arch": [64, 64]}, device="cpu", seed=0,
-        verbose=0,
-    )
-    model.learn(n_steps * n_envs)  # warm-up: one rollout and update outside the timing
-    start = time.perf_counter()
-    model.learn(timesteps, reset_num_timesteps=False)
-    rate = timesteps / (time.perf_counter() - start)
-    venv.close()
-    return rate
+class Learner:
+    """One SB3 learner on ``n_envs`` copies of an env (DummyVecEnv, one process), warmed up by one rollout and
+    update, timed round by round."""
+
+    def __init__(self, algo, policy: str, env_id, n_envs: int, n_steps: int, batch: int) -> None:
+        self.venv = make_vec_env(env_id, n_envs=n_envs, seed=0)
+        self.model = algo(
+            policy, self.venv, n_steps=n_steps, batch_size=batch, policy_kwargs={"net_arch": [64, 64]}, device="cpu",
+            seed=0, verbose=0,
+        )
+        self.model.learn(n_steps * n_envs)  # warm-up: one rollout and update outside the timing
+        self.wall_s: list[float] = []  # per round
+        self.cpu_s: list[float] = []
+
+    def run(self, timesteps: int) -> None:
+        wall, cpu = time.perf_counter(), time.process_time()
+        self.model.learn(timesteps, reset_num_timesteps=False)
+        self.wall_s.append(time.perf_counter() - wall)
+        self.cpu_s.append(time.process_time() - cpu)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--timesteps", type=int, default=4096)
+    parser.add_argument("--timesteps", type=int, default=4096, help="timesteps per learner per round")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds; each runs every learner once, in turn")
     parser.add_argument("--n-envs", type=int, default=2)
     parser.add_argument("--n-steps", type=int, default=256)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--torch-threads", type=int, default=1, help="as train.py's default (small MLPs lose with more)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.torch_threads)
-    common = dict(timesteps=args.timesteps, n_envs=args.n_envs, n_steps=args.n_steps, batch=args.batch_size)
-    cartpole = steps_per_second(PPO, "MlpPolicy", "CartPole-v1", **common)
-    geopipe = steps_per_second(MaskablePPO, "MultiInputPolicy", "GeoPipe-v0", **common)
-    null = steps_per_second(MaskablePPO, "MultiInputPolicy", NullEnv, **common)
-    tiny = steps_per_second(MaskablePPO, "MlpPolicy", TinyNullEnv, **common)
-    print(f"PPO on CartPole-v1:                      {cartpole:8,.0f} steps/s")
-    print(f"MaskablePPO on GeoPipe-v0:               {geopipe:8,.0f} steps/s")
-    print(f"MaskablePPO on a null env, same spaces:  {null:8,.0f} steps/s")
-    print(f"  ... with a 4-float observation:         {tiny:8,.0f} steps/s (ratio {tiny / cartpole:.2f})")
-    print(f"ratio: {geopipe / cartpole:.2f} (target >= 0.8); the learner's own ceiling on these spaces: {null / cartpole:.2f}")
+    common = dict(n_envs=args.n_envs, n_steps=args.n_steps, batch=args.batch_size)
+    learners = {
+        "PPO on CartPole-v1": Learner(PPO, "MlpPolicy", "CartPole-v1", **common),
+        "MaskablePPO on GeoPipe-v0": Learner(MaskablePPO, "MultiInputPolicy", "GeoPipe-v0", **common),
+        "MaskablePPO on a null env, same spaces": Learner(MaskablePPO, "MultiInputPolicy", NullEnv, **common),
+        "  ... with a 4-float observation": Learner(MaskablePPO, "MlpPolicy", TinyNullEnv, **common),
+    }
+    cartpole, geopipe, null, tiny = learners.values()
+    for round_ in range(args.rounds):
+        for learner in learners.values():
+            learner.run(args.timesteps)
+        share = 1.0 - null.cpu_s[-1] / geopipe.cpu_s[-1]
+        print(f"round {round_}: the env's share of a GeoPipe-v0 training step {100 * share:.0f}% (CPU time)", flush=True)
+    rate = {name: args.timesteps / statistics.median(learner.wall_s) for name, learner in learners.items()}
+    for name, steps_per_s in rate.items():
+        print(f"{name + ':':<42}{steps_per_s:8,.0f} steps/s (median of {args.rounds} rounds, wall time)")
+    shares = [1.0 - n / g for n, g in zip(null.cpu_s, geopipe.cpu_s)]
+    ms = {name: 1e3 * statistics.median(learner.cpu_s) / args.timesteps for name, learner in learners.items()}
+    print(f"CPU per training step: {ms['MaskablePPO on GeoPipe-v0']:.2f} ms on GeoPipe-v0, "
+          f"{ms['MaskablePPO on a null env, same spaces']:.2f} ms on the null env")
+    print(f"the env's share of a training step (1 - null/GeoPipe-v0, CPU time, per round): "
+          f"{', '.join(f'{100 * s:.0f}%' for s in shares)}; median {100 * statistics.median(shares):.0f}% (target <= 10%)")
+    geo, cart = rate["MaskablePPO on GeoPipe-v0"], rate["PPO on CartPole-v1"]
+    print(f"ratio to CartPole: {geo / cart:.2f}; the learner's own ceiling on these spaces: "
+          f"{rate['MaskablePPO on a null env, same spaces'] / cart:.2f} "
+          f"(4-float observation: {rate['  ... with a 4-float observation'] / cart:.2f})")
     return 0
 
 

@@ -74,12 +74,14 @@ def _encode_compiled(
     slot_jobs, job_share, job_log_isolated, job_log_demand, job_arrival_s, now_s, t_ref_s,
     num_waiting, num_running, num_jobs, total_gpus, start_hour, horizon_s, num_links,
     candidate_of, candidate_f, candidate_length, slot_isolated_iteration_s, c_ref_usd, carbon_ref_kg, candidate_rows,
+    gap_s,
 ) -> None:
     """``ObservationEncoder.encode`` of a compiled candidate table into the flat float32 ``out``, operation for
     operation (numpy's pairwise sums included), so the two observations are equal.
 
     ``region_rows`` (max_regions, 8), ``queue_rows`` (Q, 6) and ``candidate_rows`` (Q·K, 8) are views of ``out``;
     ``global_at`` is where the global features start and ``util_index`` (R²,) where the links' utilisations go.
+    ``gap_s`` is the time a wait would skip (:meth:`ObservationEncoder._wait_gap`).
     """
     out[:] = template
     n = num_regions
@@ -120,6 +122,7 @@ def _encode_compiled(
     out[global_at + 4] = allocated / total_gpus
     out[global_at + 5] = now_s / horizon_s
     out[global_at + 6] = mean_util
+    out[global_at + WAIT_GAP] = min(math.log1p(max(gap_s, 0.0) / t_ref_s), OBS_CLIP)
     for i in range(out.shape[0]):  # np.minimum / np.maximum: a NaN stays NaN
         if out[i] > OBS_CLIP:
             out[i] = OBS_CLIP
@@ -136,7 +139,7 @@ def warm_up() -> None:
         f32, f32.copy(), 1, np.zeros((1, 8), dtype=np.float32), np.zeros((1, 6), dtype=np.float32), 0, ints, ints + 1,
         ints + 1, np.zeros((1, 3), dtype=np.float32), np.zeros((1, 1)), np.ones((1, 1)), np.ones((1, 1), dtype=np.bool_),
         ints + 1, ints, ones, ones, ones, ones, 0.0, 1.0, 1, 0, 1, 1.0, 0.0, 1.0, 1, np.full((1, 1), -1, dtype=np.int64),
-        np.zeros((1, 7)), ints, ones, 1.0, 1.0, np.zeros((1, 8), dtype=np.float32),
+        np.zeros((1, 7)), ints, ones, 1.0, 1.0, np.zeros((1, 8), dtype=np.float32), 1.0,
     )
 
 
@@ -331,8 +334,8 @@ class ObservationEncoder:
             self.t_ref_s, len(queue), len(sim.running), len(w.jobs), self.total_gpus, float(w.start_hour),
             w.horizon_s, self._num_links, table.candidate_of[: table.num_slots], table.candidate_f,
             table.candidate_length, self._job_isolated_iteration_s[slot_jobs], self.c_ref_usd, self.carbon_ref_kg, c,
+            min(sim.next_event_s(), w.horizon_s) - now,
         )
-        parts[4][WAIT_GAP] = self._wait_gap(sim)
         return dict(zip(self._keys, parts))
 
     def _wait_gap(self, sim: ClusterSim) -> float:
