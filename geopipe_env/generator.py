@@ -9,7 +9,8 @@ the ``rng`` argument, which the env seeds.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+import operator
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -78,7 +79,10 @@ class Job:
         return self.iterations * self.isolated_iteration_s
 
 
-_JOB_INIT_FIELDS = tuple(f.name for f in fields(Job) if f.init)
+# Every slot of Job but the two that differ between jobs of one profile, dataset and iteration count (_job_like).
+_JOB_SHARED_SLOTS = tuple(name for name in Job.__slots__ if name not in ("job_id", "arrival_s"))
+_job_shared_values = operator.attrgetter(*_JOB_SHARED_SLOTS)
+_JOB_SHARED_SETTERS = tuple(getattr(Job, name).__set__ for name in _JOB_SHARED_SLOTS)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -257,15 +261,19 @@ def sample_world(scenario: Scenario, rng: np.random.Generator, profile_cache: di
         world_key = (num_gpus.tobytes(), bandwidth.tobytes())
         if rand.gpu_types:
             world_key += (np.stack([tflops, memory, busy, idle]).tobytes(),)
+        # This draw's profiles by model and shape object: the cache's keys (dataclasses, hashed field by field) are
+        # then hashed once per profile rather than once per job.
+        drawn: dict[tuple[int, int], _ModelProfile] = {}
         try:
-            jobs = [
-                _make_job(
-                    job_id, arrival_s, model, dataset, iterations, scenario, shape,
-                    _cached_profile(profile_cache, (model, shape, world_key), model, shape, scenario, num_gpus, tflops,
-                                    memory, busy, idle, pue, links),
-                )
-                for job_id, (arrival_s, model, dataset, iterations, shape) in enumerate(arrivals)
-            ]
+            jobs = []
+            for job_id, (arrival_s, model, dataset, iterations, shape) in enumerate(arrivals):
+                profile = drawn.get((id(model), id(shape)))
+                if profile is None:
+                    profile = drawn[id(model), id(shape)] = _cached_profile(
+                        profile_cache, (model, shape, world_key), model, shape, scenario, num_gpus, tflops, memory,
+                        busy, idle, pue, links,
+                    )
+                jobs.append(_make_job(job_id, arrival_s, model, dataset, iterations, scenario, shape, profile))
             break
         except JobDoesNotFit:
             if not rand.gpu_types:
@@ -310,9 +318,9 @@ class _ModelProfile:
     typical_demand_gbps: float
     isolated_power_w: float
     allreduce_s: float
-    # (dataset, iterations) → the Job fields of such a job but its id and arrival: a pure function of the profile
-    # (and the model, shape and scenario behind it), so jobs of one profile are built from them (_make_job).
-    job_fields: dict = field(default_factory=dict, repr=False)
+    # (dataset, iterations) → the first job of them: the fields of such a job but its id and arrival are a pure
+    # function of the profile (and the model, shape and scenario behind it), so later ones copy it (_make_job).
+    job_templates: dict = field(default_factory=dict, repr=False)
 
 
 def _num_stages(model, shape: JobShape, scenario, sizing, tflops, memory, ref_bw, ref_lat) -> int | None:
@@ -377,14 +385,25 @@ def _model_profile(
 
 
 def _make_job(job_id, arrival_s, model, dataset, iterations, scenario, shape: JobShape, profile: _ModelProfile) -> Job:
-    known = profile.job_fields.get((dataset, iterations))
-    if known is None:
-        job = _build_job(job_id, arrival_s, model, dataset, iterations, scenario, shape, profile)
-        profile.job_fields[(dataset, iterations)] = {
-            name: getattr(job, name) for name in _JOB_INIT_FIELDS if name not in ("job_id", "arrival_s")
-        }
+    template = profile.job_templates.get((dataset, iterations))
+    if template is None:
+        job = profile.job_templates[(dataset, iterations)] = _build_job(
+            job_id, arrival_s, model, dataset, iterations, scenario, shape, profile
+        )
         return job
-    return Job(job_id=job_id, arrival_s=float(arrival_s), **known)
+    return _job_like(template, job_id, float(arrival_s))
+
+
+def _job_like(template: Job, job_id: int, arrival_s: float) -> Job:
+    """The job ``Job(...)`` builds from ``template``'s fields with another id and arrival time (``__post_init__``
+    reads neither), set slot by slot: the frozen dataclass's ``__init__`` costs twice as much, and a reset builds
+    tens of jobs."""
+    job = object.__new__(Job)
+    for set_slot, value in zip(_JOB_SHARED_SETTERS, _job_shared_values(template)):
+        set_slot(job, value)
+    Job.job_id.__set__(job, job_id)
+    Job.arrival_s.__set__(job, arrival_s)
+    return job
 
 
 def _build_job(job_id, arrival_s, model, dataset, iterations, scenario, shape: JobShape, profile: _ModelProfile) -> Job:

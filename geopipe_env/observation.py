@@ -180,14 +180,15 @@ class ObservationEncoder:
         self.carbon_scale = carbon_mean if carbon_mean > 0 else 1.0
         # Per-hour price features, normalised across regions: now, and the mean of the next FORECAST_H hours.
         price = world.price.values  # (R, H)
-        window = np.cumsum(np.concatenate((np.zeros((n, 1)), price), axis=1), axis=1)
+        window = world.price.prefix_h  # (R, H + 1): price·hours before each hour
         hours = np.arange(price.shape[1])
         ahead = np.minimum(hours + FORECAST_H, price.shape[1])
         forecast = (window[:, ahead] - window[:, hours]) / (ahead - hours)
         # (H, R, 3): price now, price forecast and carbon per hour, the regions table's columns 3–5.
-        self._hourly = np.stack(
-            (_normalise_prices(price), _normalise_prices(forecast), world.carbon.values / self.carbon_scale), axis=-1
-        ).transpose(1, 0, 2).astype(np.float32, order="C")
+        self._hourly = hourly = np.empty((price.shape[1], n, 3), dtype=np.float32)
+        hourly[:, :, 0] = _normalise_prices(price).T
+        hourly[:, :, 1] = _normalise_prices(forecast).T
+        hourly[:, :, 2] = (world.carbon.values / self.carbon_scale).T
         self._last_hour = price.shape[1] - 1
         # Per job, the queue features that do not change while it waits (as encode computes them).
         jobs = world.jobs

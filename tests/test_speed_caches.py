@@ -36,6 +36,18 @@ def test_profile_cache_gives_the_worlds_of_no_cache(name):
     assert cache, "the cache was not used"
 
 
+@pytest.mark.parametrize("name", ["geopipe-v0", "geopipe-v0-randomized", "paper"])
+def test_jobs_copied_from_a_template_equal_jobs_built_by_init(name):
+    """A world's later jobs of one profile, dataset and iteration count are copies of the first, slot by slot
+    (generator._job_like): every field, the derived ones too, equals what Job's own __init__ builds."""
+    world = sample_world(load_builtin(name), np.random.default_rng(3))
+    init = [f.name for f in dataclasses.fields(generator.Job) if f.init]
+    rebuilt = dataclasses.replace(world, jobs=tuple(generator.Job(**{n: getattr(j, n) for n in init}) for j in world.jobs))
+    assert _jobs_equal(world, rebuilt)
+    kinds = {(j.model, j.dataset, j.iterations, j.num_stages) for j in world.jobs}
+    assert len(kinds) < len(world.jobs), "no two jobs of one kind: nothing was copied from a template"
+
+
 def test_profile_cache_is_bounded_and_profiles_are_read_only(monkeypatch):
     """A randomised scenario draws new profiles each episode; the cache never exceeds its size."""
     monkeypatch.setattr(generator, "PROFILE_CACHE_SIZE", 5)
