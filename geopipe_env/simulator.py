@@ -78,7 +78,8 @@ class Layout:
     local_iteration_s: float = float("nan")
 
 
-ITERATION_CACHE_SIZE = 8192  # pipelines timed per process: a few MiB; contended rates keep adding new ones
+ITERATION_CACHE_SIZE = 2048  # pipelines timed per process (about 1 MiB): contended rates rarely repeat, so a larger
+# cache hits little more and fills for hundreds of thousands of steps
 
 
 @functools.lru_cache(maxsize=ITERATION_CACHE_SIZE)
@@ -218,7 +219,7 @@ class Estimate(NamedTuple):
     power_w: np.ndarray  # (R,)
 
 
-RATES_PER_LAYOUT = 64  # rates memoised per layout (a layout can outlive an episode)
+RATES_PER_LAYOUT = 8  # rates memoised per layout (a layout can outlive an episode); contended rates rarely repeat
 LAYOUT_CACHE_SIZE = 1024  # layouts kept across episodes (launched ones: the compiled table has its own); emptied when full
 
 
