@@ -252,14 +252,13 @@ class GeoPipeEnv(gym.Env):
         if self._next_event_or_truncate():
             self._advance_until_decision()
 
-    def _next_event_or_truncate(self) -> bool:
-        """Process the next event, or stop at the horizon if it lies beyond. False once truncated."""
-        if self.sim.next_event_s() > self.scenario.horizon_s:
-            self.sim.advance_to(self.scenario.horizon_s)
+    def _next_event_or_truncate(self, quiet_hours: bool = False) -> bool:
+        """Process the next event, or stop at the horizon if it lies beyond. False once truncated. With
+        ``quiet_hours``, the hour ticks before the next arrival or completion go first (``advance_quiet_hours``)."""
+        if not self.sim.step_event_within(self.scenario.horizon_s, quiet_hours):
             self.truncated = True
             self._set_mask_ended()
             return False
-        self.sim.step_event()
         return True
 
     def _advance_until_decision(self) -> None:
@@ -272,9 +271,7 @@ class GeoPipeEnv(gym.Env):
                 return
             # No launch is possible now, and hour ticks change only prices and carbon, which decide no
             # candidate's feasibility: the ticks before the next arrival or completion hold no decision.
-            if self._skip_quiet_hours:
-                self.sim.advance_quiet_hours(self.scenario.horizon_s)
-            if not self._next_event_or_truncate():
+            if not self._next_event_or_truncate(quiet_hours=self._skip_quiet_hours):
                 return
 
     def _set_mask_ended(self) -> None:

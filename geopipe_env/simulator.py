@@ -344,6 +344,26 @@ class ClusterSim:
         if t == float("inf"):
             return False
         self.advance_to(t)
+        self._process_events_at(t)
+        return True
+
+    def step_event_within(self, limit_s: float, quiet_hours: bool = False) -> bool:
+        """:meth:`advance_quiet_hours` (if ``quiet_hours``), then :meth:`step_event` if the next event lies at or
+        before ``limit_s``; otherwise advance to ``limit_s`` and return False. The integration up to the event is
+        one compiled call (``kernels.advance_to_event``)."""
+        kw, total_w = self._billed_power()
+        quiet_hours = quiet_hours and self.world.scenario.network.background is None
+        self.now_s, self._tick_s, reached = kernels.advance_to_event(
+            self.now_s, self._tick_s, self._events.peek(), limit_s, quiet_hours, self._jobs(), kw, total_w,
+            self._series, self._allocated_gpus, len(self.waiting) + len(self.running), self._totals,
+        )
+        if reached:
+            self._process_events_at(self.now_s)
+        return reached
+
+    def _process_events_at(self, t: float) -> None:
+        """Process every event at instant ``t`` (the clock stands there): the heap's in order, then the hour tick,
+        as its kind's priority says; then the rates, if anything changed them."""
         changed = False
         while self._events.peek() == t:
             _, ev = self._events.pop()
@@ -352,7 +372,6 @@ class ClusterSim:
             changed |= self._hour_tick()
         if changed:
             self._recompute_rates()
-        return True
 
     def advance_quiet_hours(self, limit_s: float) -> None:
         """Process, as :meth:`step_event` would one by one, every hour tick before the next arrival or completion

@@ -117,6 +117,38 @@ def test_max_min_rates_equals_max_min_fair():
         assert not load[[link for link in range(num_links) if link not in used]].any()
 
 
+def _state(sim) -> tuple:
+    """What stepping changes: the clock, the next tick, the heap, waiting and running jobs, progress and totals."""
+    return (sim.now_s, sim._tick_s, len(sim._events), tuple(sim.waiting), tuple(sim.running),
+            sim._remaining_iters.tobytes(), sim._totals.tobytes(), sim.free_gpus.tobytes())
+
+
+@pytest.mark.parametrize("scenario, seed, quiet", [("geopipe-v0", 0, True), ("geopipe-v0", 3, False),
+                                                   ("geopipe-v0-randomized", 1, True)])
+def test_step_event_within_equals_its_python_steps(scenario, seed, quiet):
+    """``step_event_within`` (one compiled call for the integration) leaves the simulator as
+    ``advance_quiet_hours``, then ``step_event`` or ``advance_to(limit)`` do, bit for bit, event after event, up to
+    and past a limit that stops it."""
+    env, sim = _busy_sim(scenario, seed)
+    reference = copy.deepcopy(sim)
+    limit = sim.now_s + 400 * 3600.0
+    steps = 0
+    while True:
+        if quiet:
+            reference.advance_quiet_hours(limit)
+        want = reference.next_event_s() <= limit
+        if want:
+            reference.step_event()
+        else:
+            reference.advance_to(limit)
+        assert sim.step_event_within(limit, quiet) == want
+        assert _state(sim) == _state(reference)
+        steps += 1
+        if not want:
+            break
+    assert steps >= 3 and sim.now_s == limit
+
+
 def test_advance_quiet_hours_stops_at_the_limit():
     """No tick past ``limit_s`` is taken (the env passes the horizon)."""
     env, sim = _busy_sim("geopipe-v0", 0)

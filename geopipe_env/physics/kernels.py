@@ -96,6 +96,32 @@ def advance_hours(now_s: float, tick_s: float, stop_s: float, limit_s: float, jo
 
 
 @njit(cache=True)
+def advance_to_event(now_s: float, tick_s: float, event_s: float, limit_s: float, quiet_hours: bool, jobs: tuple,
+                     kw: np.ndarray, total_w: float, series: tuple, allocated_gpus: int, jobs_in_system: int,
+                     totals: np.ndarray) -> tuple[float, float, bool]:
+    """One call for the integration the env does between two events: if ``quiet_hours``, the hour ticks before
+    the next arrival or completion (at ``event_s``) and at or before ``limit_s`` (:func:`advance_hours`, as
+    ``ClusterSim.advance_quiet_hours``); then :func:`advance_interval` to the next event (the heap's or the next
+    tick, whichever is first) if it lies at or before ``limit_s``, else to ``limit_s``.
+
+    Returns:
+        ``(now_s, tick_s, reached)``: the new clock and next tick, and whether the clock stands at the next event
+        (False: it stands at ``limit_s``, before every event).
+    """
+    if quiet_hours and tick_s < event_s and tick_s <= limit_s:
+        now_s, tick_s = advance_hours(now_s, tick_s, event_s, limit_s, jobs, kw, total_w, series, allocated_gpus,
+                                      jobs_in_system, totals)
+    t_s = min(event_s, tick_s)
+    reached = t_s <= limit_s
+    if not reached:
+        t_s = limit_s
+    if t_s > now_s:
+        advance_interval(now_s, t_s, jobs, kw, total_w, series, allocated_gpus, jobs_in_system, totals)
+        now_s = t_s
+    return now_s, tick_s, reached
+
+
+@njit(cache=True)
 def add_rows(table: np.ndarray, rows: np.ndarray, out: np.ndarray) -> None:
     """``out += table[r]`` for each ``r`` of ``rows`` in order (the order a Python loop of numpy additions takes)."""
     for r in rows:
@@ -577,6 +603,7 @@ def warm_up() -> None:
     series = (series_prefix, series_values, series_prefix, series_values, False)
     advance_interval(0.0, 1.0, jobs, regions, 0.0, series, 0, 0, np.zeros(6))
     advance_hours(0.0, 1.0, 0.0, 0.0, jobs, regions, 0.0, series, 0, 0, np.zeros(6))
+    advance_to_event(0.0, 1.0, 0.0, 0.0, True, jobs, regions, 0.0, series, 0, 0, np.zeros(6))
     region_power(np.zeros((1, 1)), running, np.zeros(1), np.zeros(1))
     stale_jobs(running, one, one, running, 0, np.zeros(1, dtype=np.int64))
     frozen_ints, frozen = np.zeros(1, dtype=np.int64), np.zeros(1)
