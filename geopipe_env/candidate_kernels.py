@@ -232,8 +232,8 @@ def candidate_table(
     visible, job_profile, job_iterations, job_run_s,
     strategies,
     index, layout_f, layout_i, arrays, places,
-    candidate_of, candidate_f, candidate_place, candidate_length, misses,
-) -> tuple[int, int]:
+    candidate_of, candidate_f, candidate_place, candidate_length, misses, mask,
+) -> tuple[int, int, int]:
     """The candidate table of the visible jobs (``placement.candidate_row`` for each, in slot order).
 
     Args:
@@ -254,10 +254,12 @@ def candidate_table(
             regions and stages, and path length.
         misses (X, 2R + 2): written, the (profile, length, regions, stages) of placements whose layout the table
             lacks.
+        mask (A,): written (with no misses), the env's action mask: action ``slot·K + k`` valid where
+            ``candidate_of[slot, k] >= 0``, every other action invalid but the last (wait), which is valid.
 
     Returns:
-        ``(candidates, misses)``: how many rows of each were written. With misses the table is incomplete: add
-        them to the layout table and call again.
+        ``(candidates, misses, launches)``: how many rows of the first two were written, and how many actions
+        launch a job. With misses the table is incomplete: add them to the layout table and call again.
     """
     num_regions = free_gpus.shape[0]
     num_slots = visible.shape[0]
@@ -410,7 +412,17 @@ def candidate_table(
                 if np.isfinite(value) and (best < 0 or value < best_value):
                     best, best_value = c, value
             candidate_of[slot, k] = best
-    return num_candidates, num_misses
+    launches = 0
+    if num_misses == 0:
+        mask[:] = False
+        num_strategies = strategies.shape[0]
+        for slot in range(num_slots):
+            for k in range(num_strategies):
+                if candidate_of[slot, k] >= 0:
+                    mask[slot * num_strategies + k] = True
+                    launches += 1
+        mask[mask.shape[0] - 1] = True
+    return num_candidates, num_misses, launches
 
 
 @njit(cache=True)
@@ -455,6 +467,7 @@ def warm_up() -> None:
         np.ones((1, 1), dtype=np.bool_), np.ones((1, 4), dtype=np.int64), np.ones(1), zero_ints, zero_ints,
         np.ones(1, dtype=np.int64), np.ones(1), zero_ints, table.index, table.layout_f, table.layout_i, table.arrays,
         table.places, out_of, out_f, np.zeros((1, 2), dtype=np.int64), zero_ints.copy(), np.zeros((1, 4), dtype=np.int64),
+        np.zeros(2, dtype=np.bool_),
     )
     candidate_features(out_of, out_f, zero_ints, np.ones(1), 1.0, 1.0, 1.0, 1.0, np.zeros((1, 8), dtype=np.float32),
                        np.zeros(1))

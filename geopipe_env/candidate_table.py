@@ -72,8 +72,9 @@ class CandidateTable:
         self._profiles_of: dict | None = None  # the layout table's profile dict that profile_ints holds ids of
         self.visible_ids = np.zeros(0, dtype=np.int64)  # their job ids
 
-    def compute(self, visible: Sequence[int]) -> np.ndarray:
-        """Fill the table for the visible job ids; (Q, K) the candidate behind each action, −1 where masked."""
+    def compute(self, visible: Sequence[int], mask: np.ndarray) -> int:
+        """Fill the table for the visible job ids, and ``mask`` (Q·K + 1,) with the valid actions (wait is valid);
+        the number of valid launches."""
         sim = self.sim
         self.num_slots = len(visible)
         self.visible_ids = ids = np.array(visible, dtype=np.int64)
@@ -86,15 +87,15 @@ class CandidateTable:
         rows = self.candidate_of[: self.num_slots]
         while True:
             table = self.layouts
-            _, num_misses = ck.candidate_table(
+            _, num_misses, launches = ck.candidate_table(
                 sim.now_s, sim.free_gpus, sim.capacity_gbps, sim.link_load_gbps, *self._world,
                 self.profile_forward, self.profile_fits, self.profile_ints, self.profile_wan_bytes,
                 ids, self.job_profile, self.job_iterations, self.job_run_s, self.codes,
                 table.index, table.layout_f, table.layout_i, table.arrays, table.places,
-                rows, self.candidate_f, self.candidate_place, self.candidate_length, self._misses,
+                rows, self.candidate_f, self.candidate_place, self.candidate_length, self._misses, mask,
             )
             if not num_misses:
-                return rows
+                return launches
             for miss in self._misses[:num_misses]:
                 p, length = int(miss[0]), int(miss[1])
                 num_regions = sim.world.num_regions

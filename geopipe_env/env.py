@@ -284,13 +284,10 @@ class GeoPipeEnv(gym.Env):
         """Fill the candidate table and mask for the visible queue; True if any launch is possible."""
         sim = self.sim
         if self._table is not None:
-            rows = self._table.compute(sim.waiting[: self.queue_slots])
-            mask = np.zeros(self.wait_action + 1, dtype=bool)
-            launches = mask[: rows.size]  # the visible slots' actions (rows.size <= wait_action)
-            np.greater_equal(rows.reshape(-1), 0, out=launches)
-            mask[self.wait_action] = True
+            mask = np.empty(self.wait_action + 1, dtype=bool)  # a new array: observations and infos hold copies only
+            launches = self._table.compute(sim.waiting[: self.queue_slots], mask)
             self._cands, self._mask = self._table, mask
-            return bool(np.count_nonzero(launches))
+            return launches > 0
         visible = [self.world.jobs[jid] for jid in sim.waiting[: self.queue_slots]]
         ctx = PlacementContext(sim)
         mask = np.zeros(self.action_space.n, dtype=bool)
