@@ -56,6 +56,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--decisions", type=int, default=3000)
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args(argv)
+    if args.decisions < 1:
+        parser.error(f"--decisions must be at least 1, got {args.decisions}")
+    if args.runs < 1:
+        parser.error(f"--runs must be at least 1, got {args.runs}")
     rates, env_rates = [], []
     for run in range(args.runs):
         rate, env_rate, episodes = decisions_per_second(args.env, args.decisions, seed=run * 10_000)

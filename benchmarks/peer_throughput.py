@@ -95,7 +95,10 @@ def rate(python: str, runner: str, decisions: int) -> float:
     """Decisions per second of one run of ``runner`` in a fresh ``python`` process."""
     code = runner.format(warmup=WARMUP, decisions=decisions)
     one_thread = {"OMP_NUM_THREADS": "1", "JAX_PLATFORMS": "cpu", "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false"}
-    done = subprocess.run([python, "-c", code], capture_output=True, text=True, env={**os.environ, **one_thread})
+    try:
+        done = subprocess.run([python, "-c", code], capture_output=True, text=True, env={**os.environ, **one_thread})
+    except OSError as error:
+        raise SystemExit(f"cannot run {python}: {error.strerror}") from None
     if done.returncode != 0:
         raise SystemExit(f"{python} failed:\n{done.stderr[-2000:]}")
     return float(done.stdout.split()[-1])
@@ -107,6 +110,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--decisions", type=int, default=3000)
     args = parser.parse_args(argv)
+    if args.rounds < 1:
+        parser.error(f"--rounds must be at least 1, got {args.rounds}")
+    if args.decisions < 1:
+        parser.error(f"--decisions must be at least 1, got {args.decisions}")
     ours, theirs = [], []
     print("| round | GeoPipe-v0 decisions/s | Jumanji JobShop-v0 steps/s | ratio |")
     print("|---|---|---|---|")

@@ -94,6 +94,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--torch-threads", type=int, default=1, help="as train.py's default (small MLPs lose with more)")
     args = parser.parse_args(argv)
+    if args.timesteps < 1:
+        parser.error(f"--timesteps must be at least 1, got {args.timesteps}")
+    if args.rounds < 1:
+        parser.error(f"--rounds must be at least 1, got {args.rounds}")
+    if args.n_envs < 1:
+        parser.error(f"--n-envs must be at least 1, got {args.n_envs}")
+    if args.n_steps < 1:
+        parser.error(f"--n-steps must be at least 1, got {args.n_steps}")
+    if args.batch_size < 1:
+        parser.error(f"--batch-size must be at least 1, got {args.batch_size}")
     torch.set_num_threads(args.torch_threads)
     common = dict(n_envs=args.n_envs, n_steps=args.n_steps, batch=args.batch_size)
     learners = {
