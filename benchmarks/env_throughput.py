@@ -22,6 +22,7 @@ import gymnasium as gym
 import numpy as np
 
 import geopipe_env  # noqa: F401
+from baselines.cli import int_at_least
 
 
 def masked_random_action(rng: np.random.Generator, mask: np.ndarray) -> int:
@@ -53,13 +54,9 @@ def decisions_per_second(env_id: str, decisions: int, seed: int) -> tuple[float,
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--env", default="GeoPipe-v0")
-    parser.add_argument("--decisions", type=int, default=3000)
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--decisions", type=int_at_least(1), default=3000)
+    parser.add_argument("--runs", type=int_at_least(1), default=5)
     args = parser.parse_args(argv)
-    if args.decisions < 1:
-        parser.error(f"--decisions must be at least 1, got {args.decisions}")
-    if args.runs < 1:
-        parser.error(f"--runs must be at least 1, got {args.runs}")
     rates, env_rates = [], []
     for run in range(args.runs):
         rate, env_rate, episodes = decisions_per_second(args.env, args.decisions, seed=run * 10_000)

@@ -25,29 +25,27 @@ import statistics
 import subprocess
 import sys
 
+from baselines.cli import int_at_least
+
 WARMUP = 300
 
-# Each runner prints one number: decisions per second over the timed decisions. Both use the same policy: a
-# uniform draw among the valid actions (rng.integers into np.flatnonzero(mask)), as env_throughput.py does.
-GEOPIPE_RUNNER = """
+# A runner prints one number: decisions per second over the timed decisions. Each env fills in how it is made and
+# its policy, a uniform draw among the valid actions (rng.integers into np.flatnonzero(mask), as env_throughput.py).
+RUNNER = """
 import time
 import numpy as np
-import gymnasium as gym
-import geopipe_env
-
-env = gym.make("GeoPipe-v0").unwrapped
+{make_env}
 rng = np.random.default_rng(0)
 seed = 0
 
-def act(info):
-    valid = np.flatnonzero(info["action_mask"])
-    return int(valid[rng.integers(valid.size)])
+def act(obs, info):
+{act}
 
 def run(decisions):
     global seed
     obs, info = env.reset(seed=seed)
     for _ in range(decisions):
-        obs, reward, terminated, truncated, info = env.step(act(info))
+        obs, reward, terminated, truncated, info = env.step(act(obs, info))
         if terminated or truncated:
             seed += 1
             obs, info = env.reset(seed=seed)
@@ -58,42 +56,21 @@ run({decisions})
 print({decisions} / (time.perf_counter() - start))
 """
 
-JUMANJI_RUNNER = """
-import time
-import numpy as np
-import jumanji
-from jumanji.wrappers import JumanjiToGymWrapper
-
-env = JumanjiToGymWrapper(jumanji.make("JobShop-v0"))
-rng = np.random.default_rng(0)
-seed = 0
-
-def act(obs):
-    choices = []
-    for machine_mask in obs["action_mask"]:
-        valid = np.flatnonzero(machine_mask)
-        choices.append(valid[rng.integers(valid.size)])
-    return np.array(choices)
-
-def run(decisions):
-    global seed
-    obs, info = env.reset(seed=seed)
-    for _ in range(decisions):
-        obs, reward, terminated, truncated, info = env.step(act(obs))
-        if terminated or truncated:
-            seed += 1
-            obs, info = env.reset(seed=seed)
-
-run({warmup})
-start = time.perf_counter()
-run({decisions})
-print({decisions} / (time.perf_counter() - start))
-"""
+GEOPIPE = {
+    "make_env": 'import gymnasium as gym\nimport geopipe_env\nenv = gym.make("GeoPipe-v0").unwrapped',
+    "act": '    valid = np.flatnonzero(info["action_mask"])\n    return int(valid[rng.integers(valid.size)])',
+}
+# One decision assigns every machine: each machine's choice is drawn among its valid ones.
+JUMANJI = {
+    "make_env": 'import jumanji\nfrom jumanji.wrappers import JumanjiToGymWrapper\n'
+                'env = JumanjiToGymWrapper(jumanji.make("JobShop-v0"))',
+    "act": '    return np.array([v[rng.integers(v.size)] for v in map(np.flatnonzero, obs["action_mask"])])',
+}
 
 
-def rate(python: str, runner: str, decisions: int) -> float:
-    """Decisions per second of one run of ``runner`` in a fresh ``python`` process."""
-    code = runner.format(warmup=WARMUP, decisions=decisions)
+def rate(python: str, env: dict[str, str], decisions: int) -> float:
+    """Decisions per second of one run of :data:`RUNNER` for ``env`` in a fresh ``python`` process."""
+    code = RUNNER.format(**env, warmup=WARMUP, decisions=decisions)
     one_thread = {"OMP_NUM_THREADS": "1", "JAX_PLATFORMS": "cpu", "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false"}
     try:
         done = subprocess.run([python, "-c", code], capture_output=True, text=True, env={**os.environ, **one_thread})
@@ -107,19 +84,15 @@ def rate(python: str, runner: str, decisions: int) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jumanji-python", required=True, help="a Python interpreter with jax and jumanji installed")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--decisions", type=int, default=3000)
+    parser.add_argument("--rounds", type=int_at_least(1), default=5)
+    parser.add_argument("--decisions", type=int_at_least(1), default=3000)
     args = parser.parse_args(argv)
-    if args.rounds < 1:
-        parser.error(f"--rounds must be at least 1, got {args.rounds}")
-    if args.decisions < 1:
-        parser.error(f"--decisions must be at least 1, got {args.decisions}")
     ours, theirs = [], []
     print("| round | GeoPipe-v0 decisions/s | Jumanji JobShop-v0 steps/s | ratio |")
     print("|---|---|---|---|")
     for round_ in range(args.rounds):
-        ours.append(rate(sys.executable, GEOPIPE_RUNNER, args.decisions))
-        theirs.append(rate(args.jumanji_python, JUMANJI_RUNNER, args.decisions))
+        ours.append(rate(sys.executable, GEOPIPE, args.decisions))
+        theirs.append(rate(args.jumanji_python, JUMANJI, args.decisions))
         print(f"| {round_} | {ours[-1]:,.0f} | {theirs[-1]:,.0f} | {ours[-1] / theirs[-1]:.2f}× |", flush=True)
     ratios = [a / b for a, b in zip(ours, theirs)]
     print(f"| median | {statistics.median(ours):,.0f} | {statistics.median(theirs):,.0f} | "

@@ -28,6 +28,7 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.env_util import make_vec_env
 
 import geopipe_env  # noqa: F401
+from baselines.cli import int_at_least
 
 
 class NullEnv(gym.Env):
@@ -87,23 +88,13 @@ class Learner:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--timesteps", type=int, default=4096, help="timesteps per learner per round")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds; each runs every learner once, in turn")
-    parser.add_argument("--n-envs", type=int, default=2)
-    parser.add_argument("--n-steps", type=int, default=256)
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--timesteps", type=int_at_least(1), default=4096, help="timesteps per learner per round")
+    parser.add_argument("--rounds", type=int_at_least(1), default=3, help="rounds; each runs every learner once, in turn")
+    parser.add_argument("--n-envs", type=int_at_least(1), default=2)
+    parser.add_argument("--n-steps", type=int_at_least(1), default=256)
+    parser.add_argument("--batch-size", type=int_at_least(1), default=64)
     parser.add_argument("--torch-threads", type=int, default=1, help="as train.py's default (small MLPs lose with more)")
     args = parser.parse_args(argv)
-    if args.timesteps < 1:
-        parser.error(f"--timesteps must be at least 1, got {args.timesteps}")
-    if args.rounds < 1:
-        parser.error(f"--rounds must be at least 1, got {args.rounds}")
-    if args.n_envs < 1:
-        parser.error(f"--n-envs must be at least 1, got {args.n_envs}")
-    if args.n_steps < 1:
-        parser.error(f"--n-steps must be at least 1, got {args.n_steps}")
-    if args.batch_size < 1:
-        parser.error(f"--batch-size must be at least 1, got {args.batch_size}")
     torch.set_num_threads(args.torch_threads)
     common = dict(n_envs=args.n_envs, n_steps=args.n_steps, batch=args.batch_size)
     learners = {

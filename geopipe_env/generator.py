@@ -214,25 +214,14 @@ def _cached_profile(cache: dict, key: tuple, model, shape, scenario, num_gpus, t
 
 
 def _hourly(series: list, start_hour: int, num_hours: int, at_mean: bool) -> np.ndarray:
-    """(len(series), num_hours): each series' window from ``start_hour`` (``HourlySeries.window``, its wrapped hour
-    index computed once per series length), or its 2023 mean throughout if ``at_mean``; zeros for a missing
-    series."""
-    out = np.zeros((len(series), num_hours))
-    index: dict[int, np.ndarray] = {}  # series length → the wrapped hours of the window
-    for row, s in zip(out, series):
-        if s is None:
-            continue
-        if at_mean:
-            row[:] = s.values.mean()
-        elif s.is_constant:
-            row[:] = s.values[0]
-        else:
-            length = s.values.shape[0]
-            hours = index.get(length)
-            if hours is None:
-                hours = index[length] = (start_hour + np.arange(num_hours)) % length
-            np.take(s.values, hours, out=row)
-    return out
+    """(len(series), num_hours): each series' window from ``start_hour``, or its 2023 mean throughout if
+    ``at_mean``; zeros for a missing series."""
+    return np.stack([
+        np.zeros(num_hours) if s is None
+        else np.full(num_hours, s.values.mean()) if at_mean
+        else s.window(start_hour, num_hours)
+        for s in series
+    ])
 
 
 def sample_world(scenario: Scenario, rng: np.random.Generator, profile_cache: dict | None = None) -> World:

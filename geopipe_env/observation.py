@@ -81,7 +81,7 @@ def _encode_compiled(
 
     ``region_rows`` (max_regions, 8), ``queue_rows`` (Q, 6) and ``candidate_rows`` (Q·K, 8) are views of ``out``;
     ``global_at`` is where the global features start and ``util_index`` (R²,) where the links' utilisations go.
-    ``gap_s`` is the time a wait would skip (:meth:`ObservationEncoder._wait_gap`).
+    ``gap_s`` is the time a wait would skip (:meth:`ObservationEncoder._gap_s`).
     """
     out[:] = template
     n = num_regions
@@ -335,13 +335,16 @@ class ObservationEncoder:
             self.t_ref_s, len(queue), len(sim.running), len(w.jobs), self.total_gpus, float(w.start_hour),
             w.horizon_s, self._num_links, table.candidate_of[: table.num_slots], table.candidate_f,
             table.candidate_length, self._job_isolated_iteration_s[slot_jobs], self.c_ref_usd, self.carbon_ref_kg, c,
-            min(sim.next_event_s(), w.horizon_s) - now,
+            self._gap_s(sim),
         )
         return dict(zip(self._keys, parts))
 
+    def _gap_s(self, sim: ClusterSim) -> float:
+        """The Δt a wait would skip: to the simulator's next event (arrival, completion or hour tick) or to the
+        horizon, whichever is first. A world without hourly series and with nothing running or due skips to the
+        horizon."""
+        return min(sim.next_event_s(), self.world.horizon_s) - sim.now_s
+
     def _wait_gap(self, sim: ClusterSim) -> float:
-        """``log(1 + Δt / T_ref)`` for the Δt a wait would skip: to the simulator's next event (arrival, completion
-        or hour tick) or to the horizon, whichever is first. A world without hourly series and with nothing running
-        or due skips to the horizon."""
-        gap_s = min(sim.next_event_s(), self.world.horizon_s) - sim.now_s
-        return min(math.log1p(max(gap_s, 0.0) / self.t_ref_s), OBS_CLIP)
+        """``log(1 + Δt / T_ref)`` for the Δt of :meth:`_gap_s`."""
+        return min(math.log1p(max(self._gap_s(sim), 0.0) / self.t_ref_s), OBS_CLIP)

@@ -189,10 +189,6 @@ class RunningJob:
         return self.layout.demand_gbps
 
     rate_gbps = property(lambda self: self._value("_rate_gbps"), doc="the rate per WAN hop it was last timed at")
-    capacity_version = property(
-        lambda self: int(self.sim._timed_at_capacity[self.job.job_id]),
-        doc="the line rates (ClusterSim._capacity_version) ``layout`` and its timing were computed at",
-    )
     remaining_iters = property(lambda self: self._value("_remaining_iters"), doc="iterations left")
     iteration_s = property(lambda self: self._value("_iteration_s"), doc="iteration time at its rate")
     wan_bytes_per_s = property(lambda self: self._value("_wan_bytes_per_s"), doc="bytes sent over WAN links per second")

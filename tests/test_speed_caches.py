@@ -177,23 +177,3 @@ def test_envs_of_one_process_share_layouts_and_change_nothing(monkeypatch):
         alone.append(_interleaved([gym.make("GeoPipe-v0").unwrapped], [s])[0])
     assert together == alone
 
-
-@pytest.mark.parametrize("at_mean", [False, True])
-def test_hourly_tables_equal_each_series_window(at_mean):
-    """``generator._hourly`` (one wrapped hour index per series length) equals each series' own window, a constant
-    series held, a missing one zero, and with ``at_mean`` each series' mean throughout."""
-    from geopipe_env.scenario import HourlySeries
-
-    rng = np.random.default_rng(5)
-    series = [HourlySeries("a", rng.normal(size=8760)), None, HourlySeries.constant(0.12),
-              HourlySeries("b", rng.normal(size=8760)), HourlySeries("c", rng.normal(size=50))]
-    for start in (0, 8700, 12345):
-        got = generator._hourly(series, start, 722, at_mean)
-        for row, s in zip(got, series):
-            if s is None:
-                want = np.zeros(722)
-            elif at_mean:
-                want = np.full(722, s.values.mean())
-            else:
-                want = s.window(start, 722)
-            assert np.array_equal(row, want)

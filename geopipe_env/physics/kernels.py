@@ -264,7 +264,6 @@ def max_min_rates(
     return max_utilization
 
 
-
 @njit(cache=True)
 def reallocate(
     running: np.ndarray,
@@ -297,6 +296,7 @@ def reallocate(
     if count:
         return max_utilization, count, 0.0
     return max_utilization, 0, region_power(power_w, running, total_w, kw)
+
 
 # A layout table (geopipe_env.layout_table.LayoutTable) holds per layout a row of floats, a row of ints, its
 # placement in a flat int array and its 1F1B path lines (pipeline.ModelParts) in a flat float array; the columns:
@@ -605,7 +605,6 @@ def warm_up() -> None:
     advance_hours(0.0, 1.0, 0.0, 0.0, jobs, regions, 0.0, series, 0, 0, np.zeros(6))
     advance_to_event(0.0, 1.0, 0.0, 0.0, True, jobs, regions, 0.0, series, 0, 0, np.zeros(6))
     region_power(np.zeros((1, 1)), running, np.zeros(1), np.zeros(1))
-    stale_jobs(running, one, one, running, 0, np.zeros(1, dtype=np.int64))
     frozen_ints, frozen = np.zeros(1, dtype=np.int64), np.zeros(1)
     frozen_ints.setflags(write=False)  # the path tables of pipeline._path_tables are read-only
     frozen.setflags(write=False)
@@ -613,7 +612,5 @@ def warm_up() -> None:
     index = new_layout_index()
     index_layout(index, 0, 0)
     find_layout(index, np.zeros((1, NUM_LAYOUT_INTS), dtype=np.int64), running, 0, running, running, 1)
-    max_min_rates(running, one, np.zeros((1, 1), dtype=np.int64), np.zeros(1, dtype=np.int64), one, np.zeros(1),
-                  np.zeros(1), 0.0)
     reallocate(running, one, np.zeros((1, 1), dtype=np.int64), np.zeros(1, dtype=np.int64), one, np.zeros(1),
                np.zeros(1), 0.0, one, running, 0, np.zeros(1, dtype=np.int64), np.zeros((1, 1)), np.zeros(1), np.zeros(1))
