@@ -288,3 +288,32 @@ def test_numpy_numbers_and_zero_are_valid_env_arguments():
     ).unwrapped
     assert (env.cost_weight, env.invalid_action_penalty, env.queue_slots, env.max_regions) == (0.0, 0.0, 1, 2)
     assert type(env.queue_slots) is int and env.action_space.n == env.num_strategies + 1
+
+
+def test_episode_percentiles_equal_numpys():
+    """The metrics' percentiles are numpy's linear percentiles to the last bit, on sizes and ties like an episode's."""
+    from geopipe_env.env import _percentiles
+
+    rng = np.random.default_rng(7)
+    for size in list(range(1, 12)) + [40, 97, 250]:
+        for values in (rng.exponential(3.6e5, size), np.round(rng.exponential(10.0, size)), np.full(size, 2.5)):
+            qs = (0, 50, 95, 100, float(rng.uniform(0, 100)))
+            assert _percentiles(values, qs) == np.percentile(values, qs).tolist()
+
+
+def test_slow_kernel_loading_is_announced_and_fast_loading_is_silent():
+    """A compile (the first env on a machine) says what is going on once it passes the threshold, and how long it
+    took; loading from the disk cache, under the threshold, prints nothing."""
+    import io
+    import time
+
+    from geopipe_env.env import _notice_if_slow
+
+    slow, fast = io.StringIO(), io.StringIO()
+    with _notice_if_slow(0.05, "compiling", slow):
+        time.sleep(0.3)
+    with _notice_if_slow(5.0, "compiling", fast):
+        pass
+    lines = slow.getvalue().splitlines()
+    assert lines[0] == "geopipe_env: compiling ..." and lines[1].startswith("geopipe_env: done in ")
+    assert fast.getvalue() == ""
