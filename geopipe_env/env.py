@@ -100,7 +100,7 @@ class EnvArgumentError(KeyedValueError):
     :class:`~geopipe_env.loader.ScenarioError`: ``<argument>: <problem>; expected <what>``."""
 
 
-COMPILE_NOTICE_AFTER_S = 3.0  # loading from numba's disk cache takes about 1 s; compiling, about 30 s
+COMPILE_NOTICE_AFTER_S = 5.0  # loading from numba's disk cache takes about 1.5 s; compiling, about 30 s
 
 
 @contextlib.contextmanager
