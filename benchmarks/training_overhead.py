@@ -8,7 +8,7 @@ costs the learner. The learners are built and warmed up first, then run in inter
 step is taken per round from CPU time.
 
 A third run, MaskablePPO on a *null* env with GeoPipe-v0's observation and action spaces (a fixed observation,
-every action valid, 27-step episodes, no simulation), gives the learner's own ceiling on those spaces: the ratio
+every action valid, 45-step episodes, no simulation), gives the learner's own ceiling on those spaces: the ratio
 that an infinitely fast GeoPipe-v0 would reach. A fourth shrinks the null env's observation to CartPole's four
 floats, keeping the 65 masked actions: what the action space and masking alone cost the learner.
 """
@@ -34,7 +34,7 @@ from baselines.cli import int_at_least
 class NullEnv(gym.Env):
     """GeoPipe-v0's spaces and nothing else: what the learner costs when the env costs nothing."""
 
-    EPISODE_STEPS = 27  # about a masked-random GeoPipe-v0 episode
+    EPISODE_STEPS = 45  # a masked-random GeoPipe-v0 episode: 45.0 decisions on average over seeds 1000–1199
 
     def __init__(self) -> None:
         spec = gym.make("GeoPipe-v0").unwrapped

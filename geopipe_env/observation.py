@@ -181,9 +181,14 @@ class ObservationEncoder:
         # Per-hour price features, normalised across regions: now, and the mean of the next FORECAST_H hours.
         price = world.price.values  # (R, H)
         window = world.price.prefix_h  # (R, H + 1): price·hours before each hour
-        hours = np.arange(price.shape[1])
-        ahead = np.minimum(hours + FORECAST_H, price.shape[1])
-        forecast = (window[:, ahead] - window[:, hours]) / (ahead - hours)
+        num_hours = price.shape[1]
+        hours = np.arange(num_hours)
+        ahead = np.minimum(hours + FORECAST_H, num_hours)  # the window's end, clipped to the series
+        full = max(num_hours - FORECAST_H, 0)  # hours whose whole window lies inside: slices, not an index
+        forecast = np.empty_like(price)
+        np.subtract(window[:, FORECAST_H:FORECAST_H + full], window[:, :full], out=forecast[:, :full])
+        np.subtract(window[:, num_hours:], window[:, full:num_hours], out=forecast[:, full:])
+        forecast /= ahead - hours
         # (H, R, 3): price now, price forecast and carbon per hour, the regions table's columns 3–5.
         self._hourly = hourly = np.empty((price.shape[1], n, 3), dtype=np.float32)
         hourly[:, :, 0] = _normalise_prices(price).T

@@ -41,7 +41,11 @@ class HourlySeries:
         """Values for hours ``start_hour .. start_hour + num_hours - 1``, wrapping around the year."""
         if self.is_constant:
             return np.full(num_hours, self.values[0])
-        idx = (start_hour + np.arange(num_hours)) % self.values.shape[0]
+        size = self.values.shape[0]
+        start = start_hour % size
+        if start + num_hours <= size:  # no wrap: a copy of one slice
+            return self.values[start:start + num_hours].copy()
+        idx = (start + np.arange(num_hours)) % size
         return self.values[idx]
 
 

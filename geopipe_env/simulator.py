@@ -266,7 +266,7 @@ class ClusterSim:
         # (time_s, allocated GPUs per region) after every launch and completion, for plots and audits.
         self.gpu_timeline: list[tuple[float, np.ndarray]] = [(0.0, np.zeros(world.num_regions, dtype=np.int64))]
         self._events = EventQueue()
-        self._events.push_all([(job.arrival_s, Event(EventKind.ARRIVAL, job.job_id)) for job in world.jobs])
+        self._events.push_all([(job.arrival_s, Event(_ARRIVAL, job.job_id)) for job in world.jobs])
         # Hour ticks only where something changes by the hour: background traffic, or an hourly price or carbon
         # series of this episode's world (randomisation can hold a scenario's markets constant).
         self._time_varying = sc.network.background is not None or world.hourly_series

@@ -317,3 +317,17 @@ def test_slow_kernel_loading_is_announced_and_fast_loading_is_silent():
     lines = slow.getvalue().splitlines()
     assert lines[0] == "geopipe_env: compiling ..." and lines[1].startswith("geopipe_env: done in ")
     assert fast.getvalue() == ""
+
+
+def test_price_forecast_feature_is_the_mean_of_the_next_hours():
+    """The regions table's forecast column holds, per hour, each region's mean price over the next FORECAST_H
+    hours (fewer at the end of the series), normalised across regions like the price now."""
+    from geopipe_env.observation import FORECAST_H, _normalise_prices
+
+    env = gym.make("GeoPipe-v0").unwrapped
+    env.reset(seed=4)
+    price = env.world.price.values
+    hours = price.shape[1]
+    mean_ahead = np.stack([price[:, h:min(h + FORECAST_H, hours)].mean(axis=1) for h in range(hours)], axis=1)
+    assert np.allclose(env.encoder._hourly[:, :, 1], _normalise_prices(mean_ahead).T, rtol=1e-6, atol=1e-7)
+    assert np.allclose(env.encoder._hourly[:, :, 0], _normalise_prices(price).T, rtol=1e-6, atol=1e-7)

@@ -135,16 +135,21 @@ def test_background_traffic_episodes_do_not_share_layouts(tmp_path):
     assert len(shared._layouts[1]) == 0 and len(shared.sim._layout_cache) > 0
 
 
-def test_a_draw_from_one_option_leaves_the_stream_as_numpy_does():
-    """generator._draw skips numpy's call for a single option: the random stream after it is the one after
-    ``rng.integers(0, 1)``, and with several options it is the call itself."""
-    skipped, called = np.random.default_rng(3), np.random.default_rng(3)
-    assert generator._draw(skipped, ("only",)) == "only"
-    called.integers(0, 1)
-    assert skipped.random() == called.random()
-    options = ("a", "b", "c")
-    assert generator._draw(skipped, options) == options[called.integers(0, 3)]
-    assert skipped.random() == called.random()
+def test_indices_drawn_at_once_are_numpys_draws_one_by_one():
+    """generator.draw_indices gives the numbers of rng.integers(0, n) called once per size, sizes of 1 included,
+    and leaves the stream where those calls leave it, after any earlier use of the generator."""
+    master = np.random.default_rng(11)
+    for trial in range(300):
+        seed = int(master.integers(1 << 31))
+        sizes = master.integers(1, 9, size=int(master.integers(0, 90))).tolist()
+        if trial % 3 == 0:
+            sizes = [1] * len(sizes)
+        at_once, one_by_one = np.random.default_rng(seed), np.random.default_rng(seed)
+        for rng in (at_once, one_by_one):  # an odd number of 32-bit words used before
+            rng.random()
+            rng.integers(0, 7)
+        assert generator.draw_indices(at_once, sizes) == [int(one_by_one.integers(0, n)) for n in sizes]
+        assert at_once.random() == one_by_one.random() and at_once.integers(0, 5) == one_by_one.integers(0, 5)
 
 
 def test_event_queue_push_all_pops_as_pushes():
@@ -177,3 +182,17 @@ def test_envs_of_one_process_share_layouts_and_change_nothing(monkeypatch):
         alone.append(_interleaved([gym.make("GeoPipe-v0").unwrapped], [s])[0])
     assert together == alone
 
+
+
+def test_series_window_is_the_wrapped_index_of_the_year():
+    """HourlySeries.window takes one slice when the window does not wrap, and equals the wrapped index either way."""
+    from geopipe_env.scenario import HourlySeries
+
+    values = np.random.default_rng(2).random(8760)
+    series = HourlySeries("year", values)
+    for start in (-5, 0, 1, 5000, 8038, 8759, 8760, 20000):
+        for hours in (1, 24, 722, 760, 9000):
+            window = series.window(start, hours)
+            assert np.array_equal(window, values[(start + np.arange(hours)) % 8760]), (start, hours)
+            window[0] = -1.0  # a copy: the scenario's series stays as it was
+    assert np.array_equal(series.values, np.random.default_rng(2).random(8760))
