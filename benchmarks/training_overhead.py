@@ -4,8 +4,10 @@ Usage: ``python benchmarks/training_overhead.py [--timesteps 4096] [--rounds 3] 
 the same ``n_steps``, batch size, network (two hidden layers of 64) and number of envs (DummyVecEnv, one process),
 on the CPU, in this one process, with the same torch thread count, so the ratios isolate what the environment
 costs the learner. The learners are built and warmed up first, then run in interleaved rounds (each learner
-``--timesteps`` per round, in turn), so that the machine's drift hits them alike; the env's share of a training
-step is taken per round from CPU time.
+``--timesteps`` per round, in turn), so that the machine's drift hits them alike. The env's share of a training
+step is taken per round from CPU time, in two ways: against the null env below, and directly, as the CPU time
+spent inside the GeoPipe-v0 envs' ``step`` and ``reset`` (a wrapper clocks them: the simulator and the gym
+wrappers under it, not SB3's vector env or its mask calls).
 
 A third run, MaskablePPO on a *null* env with GeoPipe-v0's observation and action spaces (a fixed observation,
 every action valid, 45-step episodes, no simulation), gives the learner's own ceiling on those spaces: the ratio
@@ -65,12 +67,32 @@ class TinyNullEnv(NullEnv):
         self._obs = np.zeros(4, dtype=np.float32)
 
 
+class EnvClock(gym.Wrapper):
+    """The CPU time spent inside ``step`` and ``reset`` of the env it wraps (the env and the wrappers under it)."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.cpu_s = 0.0
+
+    def step(self, action):
+        start = time.process_time()
+        out = self.env.step(action)
+        self.cpu_s += time.process_time() - start
+        return out
+
+    def reset(self, **kwargs):
+        start = time.process_time()
+        out = self.env.reset(**kwargs)
+        self.cpu_s += time.process_time() - start
+        return out
+
+
 class Learner:
     """One SB3 learner on ``n_envs`` copies of an env (DummyVecEnv, one process), warmed up by one rollout and
     update, timed round by round."""
 
     def __init__(self, algo, policy: str, env_id, n_envs: int, n_steps: int, batch: int) -> None:
-        self.venv = make_vec_env(env_id, n_envs=n_envs, seed=0)
+        self.venv = make_vec_env(env_id, n_envs=n_envs, seed=0, wrapper_class=EnvClock)
         self.model = algo(
             policy, self.venv, n_steps=n_steps, batch_size=batch, policy_kwargs={"net_arch": [64, 64]}, device="cpu",
             seed=0, verbose=0,
@@ -78,12 +100,17 @@ class Learner:
         self.model.learn(n_steps * n_envs)  # warm-up: one rollout and update outside the timing
         self.wall_s: list[float] = []  # per round
         self.cpu_s: list[float] = []
+        self.env_cpu_s: list[float] = []  # inside the envs' step and reset (EnvClock)
+
+    def _env_cpu_s(self) -> float:
+        return sum(self.venv.get_attr("cpu_s"))
 
     def run(self, timesteps: int) -> None:
-        wall, cpu = time.perf_counter(), time.process_time()
+        wall, cpu, env_cpu = time.perf_counter(), time.process_time(), self._env_cpu_s()
         self.model.learn(timesteps, reset_num_timesteps=False)
         self.wall_s.append(time.perf_counter() - wall)
         self.cpu_s.append(time.process_time() - cpu)
+        self.env_cpu_s.append(self._env_cpu_s() - env_cpu)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,7 +135,9 @@ def main(argv: list[str] | None = None) -> int:
         for learner in learners.values():
             learner.run(args.timesteps)
         share = 1.0 - null.cpu_s[-1] / geopipe.cpu_s[-1]
-        print(f"round {round_}: the env's share of a GeoPipe-v0 training step {100 * share:.0f}% (CPU time)", flush=True)
+        inside = geopipe.env_cpu_s[-1] / geopipe.cpu_s[-1]
+        print(f"round {round_}: the env's share of a GeoPipe-v0 training step {100 * share:.0f}% (CPU time; "
+              f"{100 * inside:.0f}% timed inside step and reset)", flush=True)
     rate = {name: args.timesteps / statistics.median(learner.wall_s) for name, learner in learners.items()}
     for name, steps_per_s in rate.items():
         print(f"{name + ':':<42}{steps_per_s:8,.0f} steps/s (median of {args.rounds} rounds, wall time)")
@@ -118,6 +147,10 @@ def main(argv: list[str] | None = None) -> int:
           f"{ms['MaskablePPO on a null env, same spaces']:.2f} ms on the null env")
     print(f"the env's share of a training step (1 - null/GeoPipe-v0, CPU time, per round): "
           f"{', '.join(f'{100 * s:.0f}%' for s in shares)}; median {100 * statistics.median(shares):.0f}% (target <= 10%)")
+    inside = [e / c for e, c in zip(geopipe.env_cpu_s, geopipe.cpu_s)]
+    print(f"timed inside step and reset (the env and its gym wrappers): "
+          f"{1e3 * statistics.median(geopipe.env_cpu_s) / args.timesteps:.2f} ms per step; per round "
+          f"{', '.join(f'{100 * s:.0f}%' for s in inside)} of the step's CPU time; median {100 * statistics.median(inside):.0f}%")
     geo, cart = rate["MaskablePPO on GeoPipe-v0"], rate["PPO on CartPole-v1"]
     print(f"ratio to CartPole: {geo / cart:.2f}; the learner's own ceiling on these spaces: "
           f"{rate['MaskablePPO on a null env, same spaces'] / cart:.2f} "

@@ -172,9 +172,10 @@ def _sample_arrivals(scenario: Scenario, rng: np.random.Generator) -> list[tuple
 
 def draw_indices(rng: np.random.Generator, sizes: list[int]) -> list[int]:
     """One uniform index below each of ``sizes``: ``[rng.integers(0, n) for n in sizes]`` in one call. numpy draws
-    each bounded integer from the generator's stream of 32-bit words (Lemire's method) whether it draws one
-    or many, and a size of 1 takes no random bits, so the numbers and the stream after them are those of the
-    calls one by one (tests/test_speed_caches.py checks it). At 80 draws one call takes 10 µs, the calls one by one 86 µs."""
+    each bounded integer from the generator's stream of 32-bit words (Lemire's method) whether it draws one or
+    many, and a size of 1 takes no random bits, so the numbers and the stream after them are those of the calls
+    one by one (tests/test_speed_caches.py checks it). At 80 draws one call takes 10 µs, the calls one by one
+    86 µs."""
     if not sizes:
         return []
     return rng.integers(0, np.array(sizes, dtype=np.int64)).tolist()
