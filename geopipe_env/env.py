@@ -122,6 +122,7 @@ def _notice_if_slow(after_s: float, doing: str, stream: TextIO | None = None) ->
         yield
     finally:
         timer.cancel()
+        timer.join()  # a notice being printed finishes first
         if said.is_set():
             print(f"geopipe_env: done in {time.perf_counter() - start:.0f} s", file=stream, flush=True)
 
