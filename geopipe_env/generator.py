@@ -163,14 +163,14 @@ def _sample_arrivals(scenario: Scenario, rng: np.random.Generator) -> list[tuple
     weights = np.array([c.weight for c in classes])
     drawn = [classes[c] for c in rng.choice(len(classes), size=num_jobs, p=weights / weights.sum()).tolist()]
     # Then each job's model and dataset, uniformly within its class, in that order: picks[2i] and picks[2i + 1].
-    picks = draw_indices(rng, [len(options) for c in drawn for options in (c.models, c.datasets)])
+    picks = _draw_indices(rng, [len(options) for c in drawn for options in (c.models, c.datasets)])
     return [
         (float(t), c.models[picks[2 * i]], c.datasets[picks[2 * i + 1]], None, c.shape)
         for i, (t, c) in enumerate(zip(times, drawn))
     ]
 
 
-def draw_indices(rng: np.random.Generator, sizes: list[int]) -> list[int]:
+def _draw_indices(rng: np.random.Generator, sizes: list[int]) -> list[int]:
     """One uniform index below each of ``sizes``: ``[rng.integers(0, n) for n in sizes]`` in one call. numpy draws
     each bounded integer from the generator's stream of 32-bit words (Lemire's method) whether it draws one or
     many, and a size of 1 takes no random bits, so the numbers and the stream after them are those of the calls

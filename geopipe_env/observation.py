@@ -190,11 +190,11 @@ class ObservationEncoder:
         np.subtract(window[:, num_hours:], window[:, full:num_hours], out=forecast[:, full:])
         forecast /= ahead - hours
         # (H, R, 3): price now, price forecast and carbon per hour, the regions table's columns 3–5.
-        self._hourly = hourly = np.empty((price.shape[1], n, 3), dtype=np.float32)
+        self._hourly = hourly = np.empty((num_hours, n, 3), dtype=np.float32)
         hourly[:, :, 0] = _normalise_prices(price).T
         hourly[:, :, 1] = _normalise_prices(forecast).T
         hourly[:, :, 2] = (world.carbon.values / self.carbon_scale).T
-        self._last_hour = price.shape[1] - 1
+        self._last_hour = num_hours - 1
         # Per job, the queue features that do not change while it waits (as encode computes them).
         jobs = world.jobs
         self._job_share = np.array([job.num_gpus / self.total_gpus for job in jobs])

@@ -136,7 +136,7 @@ def test_background_traffic_episodes_do_not_share_layouts(tmp_path):
 
 
 def test_indices_drawn_at_once_are_numpys_draws_one_by_one():
-    """generator.draw_indices gives the numbers of rng.integers(0, n) called once per size, sizes of 1 included,
+    """generator._draw_indices gives the numbers of rng.integers(0, n) called once per size, sizes of 1 included,
     and leaves the stream where those calls leave it, after any earlier use of the generator."""
     master = np.random.default_rng(11)
     for trial in range(300):
@@ -148,7 +148,7 @@ def test_indices_drawn_at_once_are_numpys_draws_one_by_one():
         for rng in (at_once, one_by_one):  # an odd number of 32-bit words used before
             rng.random()
             rng.integers(0, 7)
-        assert generator.draw_indices(at_once, sizes) == [int(one_by_one.integers(0, n)) for n in sizes]
+        assert generator._draw_indices(at_once, sizes) == [int(one_by_one.integers(0, n)) for n in sizes]
         assert at_once.random() == one_by_one.random() and at_once.integers(0, 5) == one_by_one.integers(0, 5)
 
 
@@ -181,7 +181,6 @@ def test_envs_of_one_process_share_layouts_and_change_nothing(monkeypatch):
         layout_table.forget_shared_tables()
         alone.append(_interleaved([gym.make("GeoPipe-v0").unwrapped], [s])[0])
     assert together == alone
-
 
 
 def test_series_window_is_the_wrapped_index_of_the_year():
