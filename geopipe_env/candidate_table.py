@@ -96,13 +96,11 @@ class CandidateTable:
             )
             if not num_misses:
                 return launches
+            num_regions = sim.world.num_regions
             for miss in self._misses[:num_misses]:
                 p, length = int(miss[0]), int(miss[1])
-                num_regions = sim.world.num_regions
-                placement = _placement(
-                    tuple(miss[2:2 + length].tolist()), tuple(miss[2 + num_regions:2 + num_regions + length].tolist())
-                )
-                table.add(sim, sim.world.jobs[self._profile_job[p]], placement)
+                regions, stages = miss[2:2 + length], miss[2 + num_regions:2 + num_regions + length]
+                table.add(sim, sim.world.jobs[self._profile_job[p]], regions, stages)
 
     def placement(self, slot: int, k: int) -> Placement | None:
         """The placement of the candidate behind action ``slot·K + k`` at the last decision (None if masked)."""

@@ -72,7 +72,7 @@ import numpy as np
 from geopipe_env import candidate_kernels, observation
 from geopipe_env.candidate_table import CandidateTable, compiled_strategies
 from geopipe_env.generator import World, sample_world
-from geopipe_env.layout_table import shared_table
+from geopipe_env.layout_table import LayoutTable, shared_table
 from geopipe_env.loader import (
     KeyedValueError,
     builtin_names,
@@ -138,11 +138,19 @@ def _load_compiled() -> None:
 
 def _warm_up_kernels() -> None:
     kernels.warm_up()
-    # A two-stage layout with unequal stages: the compiled path family (kernels.fixed_paths, fold_paths).
-    pipeline.model_parts(np.array([1.0, 2.0]), np.array([2.0, 4.0]), np.ones(1), np.zeros(1), 4)
-    # The simulator's timing builds the same family from read-only arrays (simulator._iteration_time_s).
+    # The simulator's timing builds the 1F1B path family of a two-stage layout with unequal stages from read-only
+    # arrays (simulator._iteration_time_s).
     forward, hop = np.frombuffer(np.array([1.0, 2.0]).tobytes()), np.frombuffer(np.ones(1).tobytes())
     pipeline.IterationModel(forward, 2.0 * forward, hop, np.frombuffer(np.zeros(1).tobytes()), 4)
+    # A layout table stores a layout's model by kernels.store_layout, from a profile's read-only stage times.
+    forward_r = np.ones(1)
+    forward_r.setflags(write=False)
+    table = LayoutTable()
+    kernels.store_layout(
+        forward_r, 1.0, 1.0, 0.0, 4, False, np.zeros(1, dtype=np.int64), np.full(1, 2, dtype=np.int64), 1, np.ones((1, 1)),
+        np.zeros((1, 1)), 1.0, 0.0, pipeline.path_tables(2, 3), 0, 0, table.index, table.layout_f, table.layout_i,
+        table.arrays, 0, table.places, 0, 0,
+    )
     candidate_kernels.warm_up()
     observation.warm_up()
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 from geopipe_env.generator import Job, World
-from geopipe_env.physics import kernels
+from geopipe_env.physics import kernels, pipeline
 from geopipe_env.physics.pipeline import ModelParts
-from geopipe_env.simulator import ClusterSim, Placement
+from geopipe_env.simulator import ClusterSim
 
 # The table empties itself when its path arrays pass this many floats (8 MiB), or its layouts MAX_TABLE_LAYOUTS.
 MAX_TABLE_FLOATS = 1 << 20
@@ -60,16 +60,39 @@ class LayoutTable:
     def full(self) -> bool:
         return self.num_layouts >= MAX_TABLE_LAYOUTS or self._arrays_used >= MAX_TABLE_FLOATS
 
-    def add(self, sim: ClusterSim, job: Job, placement: Placement) -> int:
-        """Store the layout of ``job`` on ``placement`` (if it is not stored yet); its id."""
+    def add(self, sim: ClusterSim, job: Job, regions: np.ndarray, stages: np.ndarray) -> int:
+        """Store the layout of ``job`` on the placement of ``regions`` and ``stages`` (int64 arrays of the path's
+        length), if it is not stored yet; its id. The compiled ``kernels.store_layout`` times it: the same floats
+        as :meth:`store` of :meth:`ClusterSim.timing_parts`, the Python reference (tests/test_kernels.py)."""
         pid = self.profile_id(job)
-        regions = np.array(placement.regions, dtype=np.int64)
-        stages = np.array(placement.stages, dtype=np.int64)
-        lay, key = kernels.find_layout(self.index, self.layout_i, self.places, pid, regions, stages, regions.size)
+        length = regions.size
+        lay, key = kernels.find_layout(self.index, self.layout_i, self.places, pid, regions, stages, length)
         if lay >= 0:
             return lay
-        parts, demand_gbps = sim.timing_parts(job, placement)
-        return self.store(parts, pid, regions, stages, (job.allreduce_s, demand_gbps, job.wan_message_bytes), key)
+        m = job.num_microbatches
+        tab = pipeline.path_tables(job.num_stages, max(m - 1, 1))
+        lay = self._reserve(2 * m + 3 * tab.segment.size, 2 * length)  # tail lines ≤ M, segment lines ≤ B
+        world = sim.world
+        net = world.scenario.network
+        self._arrays_used, self._places_used = kernels.store_layout(
+            job.forward_s, job.activation_bytes, job.wan_message_bytes, job.allreduce_s, m,
+            world.scenario.pipeline_schedule == pipeline.GPIPE, regions, stages, length, sim.capacity_gbps,
+            world.latency_s, float(net.intra_bandwidth_gbps), float(net.intra_latency_s), tab, pid, key, self.index,
+            self.layout_f, self.layout_i, self.arrays, self._arrays_used, self.places, self._places_used, lay,
+        )
+        self.num_layouts += 1
+        return lay
+
+    def _reserve(self, floats: int, ints: int) -> int:
+        """Grow the arrays (doubling) until one more layout with up to ``floats`` path floats and ``ints`` placement
+        ints fits; its id."""
+        lay = self.num_layouts
+        if lay == self.layout_f.shape[0]:
+            self.layout_f = np.concatenate((self.layout_f, np.zeros_like(self.layout_f)))
+            self.layout_i = np.concatenate((self.layout_i, np.zeros_like(self.layout_i)))
+        self.arrays = _grown(self.arrays, self._arrays_used + floats)
+        self.places = _grown(self.places, self._places_used + ints)
+        return lay
 
     def store(
         self,
@@ -84,15 +107,12 @@ class LayoutTable:
         message bytes)``, indexed at ``key`` (default: the first free key from its hash). Its id."""
         if key is None:
             key = kernels.find_layout(self.index, self.layout_i, self.places, profile, regions, stages, regions.size)[1]
-        lay = self.num_layouts
-        if lay == self.layout_f.shape[0]:
-            self.layout_f = np.concatenate((self.layout_f, np.zeros_like(self.layout_f)))
-            self.layout_i = np.concatenate((self.layout_i, np.zeros_like(self.layout_i)))
         path_arrays = np.concatenate(
             (parts.tail_slope, parts.tail_intercept, parts.segment_slope, parts.segment_start, parts.segment_end)
         )
-        self.arrays = _append(self.arrays, self._arrays_used, path_arrays)
-        self.places = _append(self.places, self._places_used, np.concatenate((regions, stages)))
+        lay = self._reserve(path_arrays.size, 2 * regions.size)
+        self.arrays[self._arrays_used:self._arrays_used + path_arrays.size] = path_arrays
+        self.places[self._places_used:self._places_used + 2 * regions.size] = np.concatenate((regions, stages))
         f, s, x, lat = parts.uniform
         allreduce_s, demand_gbps, wan_message_bytes = extra
         self.layout_f[lay] = (
@@ -110,15 +130,13 @@ class LayoutTable:
         return lay
 
 
-def _append(buffer: np.ndarray, used: int, values: np.ndarray) -> np.ndarray:
-    """``buffer`` with ``values`` written from ``used`` on, grown (doubled) when it has no room."""
-    need = used + values.size
-    if need > buffer.size:
-        grown = np.zeros(max(2 * buffer.size, need), dtype=buffer.dtype)
-        grown[:used] = buffer[:used]
-        buffer = grown
-    buffer[used:need] = values
-    return buffer
+def _grown(buffer: np.ndarray, need: int) -> np.ndarray:
+    """``buffer``, or a copy doubled in size until it holds ``need`` values (what lies past the old end is zero)."""
+    if need <= buffer.size:
+        return buffer
+    grown = np.zeros(max(2 * buffer.size, need), dtype=buffer.dtype)
+    grown[:buffer.size] = buffer
+    return grown
 
 
 def timing_key(world: World) -> tuple:

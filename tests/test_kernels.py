@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import pickle
 
@@ -11,10 +12,13 @@ import numpy as np
 import pytest
 
 import geopipe_env  # noqa: F401
+from geopipe_env.generator import sample_world
 from geopipe_env.layout_table import LayoutTable
+from geopipe_env.loader import load_builtin
 from geopipe_env.physics import kernels, pipeline
 from geopipe_env.physics.energy import HourlyIntegral, energy_kwh
 from geopipe_env.physics.network import max_min_fair
+from geopipe_env.simulator import ClusterSim, Placement
 
 REL = 1e-12
 
@@ -202,6 +206,60 @@ def test_layout_table_timing_equals_iteration_model(schedule):
             got = kernels.iteration_total_s(table.layout_f, table.layout_i, table.arrays, lay, cadence)
             assert got == model.total_s(cadence)
     assert kinds == ({pipeline.MODEL_GPIPE} if schedule == pipeline.GPIPE else {1, 2, 3})
+
+
+def _random_placement(rng: np.random.Generator, world, num_stages: int):
+    """A path of distinct linked regions (up to four) and a random split of ``num_stages`` stages over it."""
+    linked = world.bandwidth_gbps > 0
+    path = [int(rng.integers(world.num_regions))]
+    for _ in range(int(rng.integers(0, min(4, num_stages)))):
+        nxt = [r for r in np.flatnonzero(linked[path[-1]]) if r not in path]
+        if not nxt:
+            break
+        path.append(int(rng.choice(nxt)))
+    cuts = np.sort(rng.choice(np.arange(1, num_stages), size=len(path) - 1, replace=False)) if len(path) > 1 else []
+    stages = np.diff(np.concatenate(([0], cuts, [num_stages])))
+    return Placement(tuple(path), tuple(int(n) for n in stages))
+
+
+@pytest.mark.parametrize("scenario", ["geopipe-v0", "paper", "toy"])
+@pytest.mark.parametrize("schedule", pipeline.SCHEDULES)
+def test_store_layout_equals_the_python_model(scenario, schedule):
+    """LayoutTable.add times a placement by the compiled kernels.store_layout: the table then holds, bit for bit,
+    the rows, lines and placement that LayoutTable.store writes from the simulator's Python model
+    (ClusterSim.timing_parts), for every kind of model: GPipe, closed form, one micro-batch, path family."""
+    base = load_builtin(scenario)
+    world = sample_world(dataclasses.replace(base, pipeline_schedule=schedule), np.random.default_rng(5))
+    sim = ClusterSim(world)
+    rng = np.random.default_rng(9)
+    compiled, reference = LayoutTable(), LayoutTable()
+    kinds = set()
+    for _ in range(150):
+        job = world.jobs[int(rng.integers(len(world.jobs)))]
+        if rng.random() < 0.2:
+            job = dataclasses.replace(job, num_microbatches=1)
+        placement = _random_placement(rng, world, job.num_stages)
+        regions, stages = np.array(placement.regions), np.array(placement.stages)
+        lay = compiled.add(sim, job, regions, stages)
+        assert compiled.add(sim, job, regions, stages) == lay  # found, not stored again
+        pid = reference.profile_id(job)
+        if kernels.find_layout(reference.index, reference.layout_i, reference.places, pid, regions, stages,
+                               regions.size)[0] < 0:
+            parts, demand = sim.timing_parts(job, placement)
+            assert reference.store(parts, pid, regions, stages, (job.allreduce_s, demand, job.wan_message_bytes)) == lay
+            kinds.add(parts.kind)
+    assert compiled.num_layouts == reference.num_layouts
+    assert np.array_equal(compiled.layout_f[:lay + 1], reference.layout_f[:lay + 1])
+    assert np.array_equal(compiled.layout_i[:lay + 1], reference.layout_i[:lay + 1])
+    assert np.array_equal(compiled.arrays[:compiled._arrays_used], reference.arrays[:reference._arrays_used])
+    assert np.array_equal(compiled.places[:compiled._places_used], reference.places[:reference._places_used])
+    assert dict(compiled.index) == dict(reference.index)
+    if schedule == pipeline.GPIPE:
+        assert kinds == {pipeline.MODEL_GPIPE}
+    else:  # the toy world's jobs have two stages on GPUs alike: a single hop, always the closed form
+        assert kinds == {pipeline.MODEL_ROUND_TRIP, pipeline.MODEL_UNIFORM, pipeline.MODEL_PATHS} - (
+            {pipeline.MODEL_PATHS} if scenario == "toy" else set()
+        )
 
 
 def test_fixed_paths_equal_the_python_ones():

@@ -465,29 +465,122 @@ def fold_paths(tail_s, tail_rest, loops_only_s, other_s, segments_s, pre, pre_lo
             tail_intercept[i] = best[r]
             i += 1
     num = segments_s.shape[0]
-    keep = np.zeros(num, dtype=np.bool_)
-    by_start = np.argsort(-segments_s)  # a line is dropped only after one with a start at least as large
-    done = np.zeros(num, dtype=np.bool_)
+    most_pre = 0  # the largest slope: the pre steps, a whole number of steps
     for b in range(num):
         constant = max(constant, segments_s[b] + pre_loop_s[b] + post_s[b])
         if pre[b] == 0.0:
             constant = max(constant, segments_s[b] + post_s[b])
-            done[b] = True
-    for b in range(num):
-        if done[b]:
+        else:
+            most_pre = max(most_pre, int(pre[b]))
+    # Within each slope, lines in order of decreasing start (argsort's order among equal starts); one is kept when its
+    # end passes every end of a larger start of its slope.
+    keep = np.zeros(num, dtype=np.bool_)
+    highest_end = np.full(most_pre + 1, -np.inf)  # per slope, the largest end so far
+    by_start = np.argsort(-segments_s)
+    for k in range(num):
+        c = by_start[k]
+        if pre[c] == 0.0:
             continue
-        slope = pre[b]
-        highest_end = -np.inf
-        for k in range(num):
-            c = by_start[k]
-            if done[c] or pre[c] != slope:
-                continue
-            done[c] = True
-            if post_s[c] > highest_end:
-                keep[c] = True
-                highest_end = post_s[c]
+        slope = int(pre[c])
+        if post_s[c] > highest_end[slope]:
+            keep[c] = True
+            highest_end[slope] = post_s[c]
     kept = np.flatnonzero(keep)
     return constant, tail_slope, tail_intercept, pre[kept], segments_s[kept], post_s[kept]
+
+
+@njit(cache=True)
+def _seconds_per_message(num_bytes: float, bandwidth_gbps: float) -> float:
+    """``units.transfer_time_s``."""
+    if bandwidth_gbps <= 0.0:
+        return np.inf
+    return num_bytes * 8.0 / (bandwidth_gbps * 1e9)
+
+
+@njit(cache=True)
+def store_layout(forward_r, activation_bytes, wan_message_bytes, allreduce_s, m, gpipe, regions, stages, length,
+                 line_gbps, latency, intra_gbps, intra_latency_s, tab, profile, key, index, layout_f, layout_i, arrays,
+                 arrays_used, places, places_used, lay):
+    """Time a job profile's placement and store it as layout ``lay`` of a layout table, indexed at ``key``: what
+    ``layout_table.LayoutTable.store`` does with ``ClusterSim.timing_parts`` (its stage arrays, ``pipeline.
+    model_parts`` and the no-stall demand), operation for operation, in one call.
+
+    ``forward_r`` (R,) is the profile's forward time per micro-batch of a stage on each region's GPUs; ``regions``
+    and ``stages`` (their first ``length`` entries) the placement; ``line_gbps`` and ``latency`` (R, R) the links;
+    ``tab`` the profile's ``pipeline._path_tables(S, max(M − 1, 1))``. The table's arrays must have room for the
+    layout (``layout_table.LayoutTable.add_miss`` grows them). Returns the floats and ints then used.
+    """
+    num_stages = 0
+    for i in range(length):
+        num_stages += stages[i]
+    forward = np.empty(num_stages)
+    transfer = np.full(num_stages - 1, _seconds_per_message(activation_bytes, intra_gbps))
+    hop_latency = np.full(num_stages - 1, intra_latency_s)
+    q = 0
+    for i in range(length):
+        for _ in range(stages[i]):
+            forward[q] = forward_r[regions[i]]
+            q += 1
+        if i + 1 < length:  # the region's last stage sends over the WAN
+            a, b = regions[i], regions[i + 1]
+            transfer[q - 1] = _seconds_per_message(wan_message_bytes, line_gbps[a, b])
+            hop_latency[q - 1] = latency[a, b]
+    backward = BACKWARD_TO_FORWARD * forward
+    stage_s = forward + backward
+    # pipeline._model_scalars
+    hops = num_stages - 1
+    base_s = pairwise_sum(stage_s, num_stages) + 2.0 * (pairwise_sum(transfer, hops) + pairwise_sum(hop_latency, hops))
+    max_x = transfer.max() if hops else 0.0
+    max_f = max_b = uni_f = uni_s = uni_x = uni_lat = last_stage_s = constant_s = 0.0
+    tail_slope = tail_intercept = segment_slope = segment_start = segment_end = np.zeros(0)
+    if gpipe:
+        kind = MODEL_GPIPE
+        max_f, max_b = forward.max(), backward.max()
+    elif m <= 1:
+        kind = MODEL_ROUND_TRIP
+    else:
+        f = forward[0]
+        lat = hop_latency[0] if hops else 0.0
+        kind = MODEL_UNIFORM
+        for i in range(num_stages):
+            if forward[i] != f or backward[i] != BACKWARD_TO_FORWARD * f:
+                kind = MODEL_PATHS
+        for i in range(hops):
+            if transfer[i] != max_x or hop_latency[i] != lat:
+                kind = MODEL_PATHS
+        if kind == MODEL_UNIFORM:
+            uni_f, uni_s, uni_x, uni_lat = f, float(num_stages), max_x, lat
+        else:
+            n = m - 1
+            last_stage_s, other_s, tail_s, loops_only_s, segments_s, pre_loop_s, post_s = fixed_paths(
+                forward, backward, transfer, hop_latency, n, tab.run_reach, tab.held, tab.turn_stage, tab.turn_reach,
+                tab.turn_hop_reach, tab.turn_held, tab.turn_cycles, tab.turn_segment, tab.turn_steps, tab.tail_copies,
+                tab.tail_width, tab.full_loops, tab.part_loop, tab.copies, tab.segment, tab.pre_loop, tab.post_width,
+                tab.cool_steps, tab.first_reach,
+            )
+            constant_s, tail_slope, tail_intercept, segment_slope, segment_start, segment_end = fold_paths(
+                tail_s, tab.tail_rest, loops_only_s, other_s, segments_s, tab.pre, pre_loop_s, post_s
+            )
+    # ClusterSim.demand_gbps: the message per compute cadence (pipeline.demand_cadence_s)
+    cadence = forward.max() if gpipe else stage_s.max()
+    demand_gbps = wan_message_bytes * 8.0 / (cadence * 1e9)
+    # LayoutTable.store
+    row = layout_f[lay]
+    row[LF_BASE], row[LF_MAX_X], row[LF_MAX_F], row[LF_MAX_B] = base_s, max_x, max_f, max_b
+    row[LF_UNI_F], row[LF_UNI_S], row[LF_UNI_X], row[LF_UNI_LAT] = uni_f, uni_s, uni_x, uni_lat
+    row[LF_LAST_STAGE], row[LF_CONSTANT] = last_stage_s, constant_s
+    row[LF_ALLREDUCE], row[LF_DEMAND], row[LF_WAN_BYTES] = allreduce_s, demand_gbps, wan_message_bytes
+    ints = layout_i[lay]
+    ints[LI_KIND], ints[LI_M], ints[LI_PROFILE], ints[LI_PATH] = kind, m, profile, places_used
+    ints[LI_HOPS], ints[LI_ARRAYS] = length - 1, arrays_used
+    ints[LI_TAILS], ints[LI_SEGMENTS] = tail_slope.shape[0], segment_slope.shape[0]
+    for part in (tail_slope, tail_intercept, segment_slope, segment_start, segment_end):
+        arrays[arrays_used:arrays_used + part.shape[0]] = part
+        arrays_used += part.shape[0]
+    places[places_used:places_used + length] = regions[:length]
+    places[places_used + length:places_used + 2 * length] = stages[:length]
+    index_layout(index, key, lay)
+    return arrays_used, places_used + 2 * length
 
 
 @njit(cache=True)

@@ -260,7 +260,7 @@ def _path_tables(num_stages: int, n: int) -> _PathTables:
         copies=np.array(seg_copies, dtype=float)[keep],
         pre=pre_a.astype(float),
         pre_loop=np.where(pre_a <= num_stages - first_a, np.minimum(pre_a, num_stages), num_stages + 1),
-        post_width=post_a[:, 0],
+        post_width=np.ascontiguousarray(post_a[:, 0]),  # contiguous like the rest: one compiled signature
         cool_steps=post_a[:, 1].astype(float),
         first_reach=first_a + 1,
         held=(held - 1).astype(float),
@@ -279,6 +279,12 @@ def _path_tables(num_stages: int, n: int) -> _PathTables:
     for array in tables:
         array.setflags(write=False)
     return tables
+
+
+def path_tables(num_stages: int, n: int) -> _PathTables:
+    """The index tables of the 1F1B path family of ``num_stages`` stages and ``n = M − 1`` advances (memoised,
+    read-only): what compiled code that builds a layout's model needs besides its times."""
+    return _path_tables(num_stages, n)
 
 
 class _FixedPaths(NamedTuple):
