@@ -161,24 +161,34 @@ def _sample_arrivals(scenario: Scenario, rng: np.random.Generator) -> list[tuple
             (float(t), only.models[m], only.datasets[d], None, only.shape) for t, m, d in zip(times, model_idx, data_idx)
         ]
     weights = np.array([c.weight for c in classes])
-    drawn = [classes[c] for c in rng.choice(len(classes), size=num_jobs, p=weights / weights.sum()).tolist()]
+    drawn = _weighted_indices(rng, weights / weights.sum(), num_jobs)
     # Then each job's model and dataset, uniformly within its class, in that order: picks[2i] and picks[2i + 1].
-    picks = _draw_indices(rng, [len(options) for c in drawn for options in (c.models, c.datasets)])
+    sizes = np.array([(len(c.models), len(c.datasets)) for c in classes], dtype=np.int64)
+    picks = _draw_indices(rng, sizes[drawn].ravel())
     return [
         (float(t), c.models[picks[2 * i]], c.datasets[picks[2 * i + 1]], None, c.shape)
-        for i, (t, c) in enumerate(zip(times, drawn))
+        for i, (t, c) in enumerate(zip(times, (classes[k] for k in drawn.tolist())))
     ]
 
 
-def _draw_indices(rng: np.random.Generator, sizes: list[int]) -> list[int]:
+def _weighted_indices(rng: np.random.Generator, p: np.ndarray, size: int) -> np.ndarray:
+    """``rng.choice(p.size, size=size, p=p)`` without its checks of ``p``: the same steps (the normalised
+    cumulative sum searched for ``size`` uniform draws), so the same indices and the same stream after them
+    (tests/test_speed_caches.py checks it); 2 µs instead of 20 µs for 40 draws."""
+    cdf = p.cumsum()
+    cdf /= cdf[-1]
+    return cdf.searchsorted(rng.random(size), side="right")
+
+
+def _draw_indices(rng: np.random.Generator, sizes: np.ndarray | list[int]) -> list[int]:
     """One uniform index below each of ``sizes``: ``[rng.integers(0, n) for n in sizes]`` in one call. numpy draws
     each bounded integer from the generator's stream of 32-bit words (Lemire's method) whether it draws one or
     many, and a size of 1 takes no random bits, so the numbers and the stream after them are those of the calls
     one by one (tests/test_speed_caches.py checks it). At 80 draws one call takes 10 µs, the calls one by one
     86 µs."""
-    if not sizes:
+    if len(sizes) == 0:
         return []
-    return rng.integers(0, np.array(sizes, dtype=np.int64)).tolist()
+    return rng.integers(0, np.asarray(sizes, dtype=np.int64)).tolist()
 
 
 PROFILE_CACHE_SIZE = 256  # model profiles kept per cache; cleared when full (randomised worlds rarely repeat)

@@ -152,6 +152,20 @@ def test_indices_drawn_at_once_are_numpys_draws_one_by_one():
         assert at_once.random() == one_by_one.random() and at_once.integers(0, 5) == one_by_one.integers(0, 5)
 
 
+def test_weighted_indices_are_numpys_choice():
+    """generator._weighted_indices draws what rng.choice(k, size, p=p) draws, and leaves the stream where it does."""
+    master = np.random.default_rng(12)
+    for _ in range(300):
+        k, size, seed = int(master.integers(1, 8)), int(master.integers(0, 90)), int(master.integers(1 << 31))
+        weights = master.uniform(0.01, 5.0, k)
+        p = weights / weights.sum()
+        fast, numpy_choice = np.random.default_rng(seed), np.random.default_rng(seed)
+        for rng in (fast, numpy_choice):
+            rng.random()
+        assert np.array_equal(generator._weighted_indices(fast, p, size), numpy_choice.choice(k, size=size, p=p))
+        assert fast.random() == numpy_choice.random()
+
+
 def test_event_queue_push_all_pops_as_pushes():
     """Events queued at once pop in the order of the same events pushed one by one (ties by kind, then order)."""
     from geopipe_env.engine import Event, EventKind, EventQueue
