@@ -138,10 +138,10 @@ def _load_compiled() -> None:
 
 def _warm_up_kernels() -> None:
     kernels.warm_up()
-    # The simulator's timing builds the 1F1B path family of a two-stage layout with unequal stages from read-only
-    # arrays (simulator._iteration_time_s).
+    # The simulator times a pipeline given by the bytes of its arrays (simulator._iteration_time_s): a two-stage one
+    # with unequal stages, so that its 1F1B path family is built from read-only arrays.
     forward, hop = np.frombuffer(np.array([1.0, 2.0]).tobytes()), np.frombuffer(np.ones(1).tobytes())
-    pipeline.IterationModel(forward, 2.0 * forward, hop, np.frombuffer(np.zeros(1).tobytes()), 4)
+    kernels.model_total_s(forward, hop, np.frombuffer(np.zeros(1).tobytes()), 4, False, pipeline.path_tables(2, 3), 0.0)
     # A layout table stores a layout's model by kernels.store_layout, from a profile's read-only stage times.
     forward_r = np.ones(1)
     forward_r.setflags(write=False)

@@ -262,6 +262,25 @@ def test_store_layout_equals_the_python_model(scenario, schedule):
         )
 
 
+@pytest.mark.parametrize("schedule", pipeline.SCHEDULES)
+def test_model_total_s_equals_iteration_model(schedule):
+    """kernels.model_total_s, which times the simulator's running jobs, equals IterationModel.total_s bit for bit at
+    any cadence floor, on writable and read-only arrays (the simulator passes read-only views of bytes)."""
+    from test_timing_model import random_layout
+
+    rng = np.random.default_rng(13)
+    for trial in range(300):
+        forward, backward, transfer, latency, m = random_layout(rng)
+        backward = 2.0 * forward  # the simulator's stages
+        if trial % 2:
+            forward, transfer, latency = (np.frombuffer(a.tobytes()) for a in (forward, transfer, latency))
+        model = pipeline.IterationModel(forward, backward, transfer, latency, m, schedule)
+        tab = pipeline.path_tables(forward.shape[0], max(m - 1, 1))
+        for cadence in (0.0, *rng.uniform(0.0, 3.0, 2), rng.uniform(3.0, 50.0)):
+            got = kernels.model_total_s(forward, transfer, latency, m, schedule == pipeline.GPIPE, tab, cadence)
+            assert got == model.total_s(cadence)
+
+
 def test_fixed_paths_equal_the_python_ones():
     """The compiled 1F1B path family's fixed parts equal pipeline._fixed_paths, array for array, bit for bit."""
     from test_timing_model import random_layout

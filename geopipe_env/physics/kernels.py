@@ -498,6 +498,98 @@ def _seconds_per_message(num_bytes: float, bandwidth_gbps: float) -> float:
 
 
 @njit(cache=True)
+def _model_scalars(forward, backward, transfer, hop_latency, m, gpipe, row):
+    """``pipeline._model_scalars``: which evaluation a pipeline's model takes (its kind, returned) and its scalars,
+    written into a layout table's ``row`` (LF_BASE … LF_UNI_LAT)."""
+    num_stages = forward.shape[0]
+    hops = num_stages - 1
+    stage_s = forward + backward
+    row[LF_BASE] = pairwise_sum(stage_s, num_stages) + 2.0 * (
+        pairwise_sum(transfer, hops) + pairwise_sum(hop_latency, hops)
+    )
+    max_x = row[LF_MAX_X] = transfer.max() if hops else 0.0
+    if gpipe:
+        row[LF_MAX_F], row[LF_MAX_B] = forward.max(), backward.max()
+        return MODEL_GPIPE
+    if m <= 1:
+        return MODEL_ROUND_TRIP
+    f = forward[0]
+    lat = hop_latency[0] if hops else 0.0
+    for i in range(num_stages):
+        if forward[i] != f or backward[i] != BACKWARD_TO_FORWARD * f:
+            return MODEL_PATHS
+    for i in range(hops):
+        if transfer[i] != max_x or hop_latency[i] != lat:
+            return MODEL_PATHS
+    row[LF_UNI_F], row[LF_UNI_S], row[LF_UNI_X], row[LF_UNI_LAT] = f, float(num_stages), max_x, lat
+    return MODEL_UNIFORM
+
+
+@njit(cache=True)
+def _fixed(forward, backward, transfer, hop_latency, m, tab):
+    """:func:`fixed_paths` for ``n = m − 1`` advances, from the path tables ``tab``."""
+    return fixed_paths(
+        forward, backward, transfer, hop_latency, m - 1, tab.run_reach, tab.held, tab.turn_stage, tab.turn_reach,
+        tab.turn_hop_reach, tab.turn_held, tab.turn_cycles, tab.turn_segment, tab.turn_steps, tab.tail_copies,
+        tab.tail_width, tab.full_loops, tab.part_loop, tab.copies, tab.segment, tab.pre_loop, tab.post_width,
+        tab.cool_steps, tab.first_reach,
+    )
+
+
+@njit(cache=True)
+def write_model(forward, transfer, hop_latency, m, gpipe, tab, row, ints, arrays, arrays_used):
+    """``pipeline.model_parts`` of a pipeline (per-stage forward times, per-hop transfer times and latencies, ``m``
+    micro-batches, GPipe or 1F1B) written as a layout table's row: its scalars into ``row`` (LF_BASE … LF_CONSTANT)
+    and ``ints`` (LI_KIND, LI_M, LI_ARRAYS, LI_TAILS, LI_SEGMENTS), its lines into ``arrays`` from ``arrays_used``
+    on (room for ``2·m + 3·tab.segment.size`` floats). ``tab`` is ``pipeline.path_tables(S, max(m − 1, 1))``.
+    Returns the floats then used."""
+    backward = BACKWARD_TO_FORWARD * forward
+    row[LF_BASE:LF_CONSTANT + 1] = 0.0  # what a kind does not use is 0, as in LayoutTable.store
+    kind = _model_scalars(forward, backward, transfer, hop_latency, m, gpipe, row)
+    num_tails = num_segments = 0
+    if kind == MODEL_PATHS:
+        last_stage_s, other_s, tail_s, loops_only_s, segments_s, pre_loop_s, post_s = _fixed(
+            forward, backward, transfer, hop_latency, m, tab
+        )
+        row[LF_LAST_STAGE] = last_stage_s
+        row[LF_CONSTANT], tail_slope, tail_intercept, segment_slope, segment_start, segment_end = fold_paths(
+            tail_s, tab.tail_rest, loops_only_s, other_s, segments_s, tab.pre, pre_loop_s, post_s
+        )
+        num_tails, num_segments = tail_slope.shape[0], segment_slope.shape[0]
+        at = arrays_used
+        for part in (tail_slope, tail_intercept, segment_slope, segment_start, segment_end):
+            arrays[at:at + part.shape[0]] = part
+            at += part.shape[0]
+    ints[LI_KIND], ints[LI_M], ints[LI_ARRAYS] = kind, m, arrays_used
+    ints[LI_TAILS], ints[LI_SEGMENTS] = num_tails, num_segments
+    return arrays_used + 2 * num_tails + 3 * num_segments
+
+
+@njit(cache=True)
+def model_total_s(forward, transfer, hop_latency, m, gpipe, tab, min_cadence_s):
+    """``pipeline.IterationModel(forward, 2·forward, transfer, hop_latency, m, schedule).total_s(min_cadence_s)``,
+    operation for operation (``pipeline._longest_s`` for the 1F1B path family, unfolded: it is evaluated once)."""
+    backward = BACKWARD_TO_FORWARD * forward
+    layout_f = np.zeros((1, NUM_LAYOUT_FLOATS))
+    layout_i = np.zeros((1, NUM_LAYOUT_INTS), dtype=np.int64)
+    kind = _model_scalars(forward, backward, transfer, hop_latency, m, gpipe, layout_f[0])
+    if kind != MODEL_PATHS:
+        layout_i[0, LI_KIND], layout_i[0, LI_M] = kind, m
+        return iteration_total_s(layout_f, layout_i, np.zeros(0), 0, min_cadence_s)
+    last_stage_s, other_s, tail_s, loops_only_s, segments_s, pre_loop_s, post_s = _fixed(
+        forward, backward, transfer, hop_latency, m, tab
+    )
+    step_s = max(last_stage_s, max(layout_f[0, LF_MAX_X], min_cadence_s))
+    longest = -np.inf
+    for a in range(tail_s.shape[0]):
+        r = tab.tail_rest[a]
+        longest = max(longest, tail_s[a] + max(loops_only_s[r], tab.advances[r] * step_s))
+    for b in range(segments_s.shape[0]):
+        longest = max(longest, (segments_s[b] + max(tab.pre[b] * step_s, pre_loop_s[b])) + post_s[b])
+    return layout_f[0, LF_BASE] + max(longest, other_s)
+
+
+@njit(cache=True)
 def store_layout(forward_r, activation_bytes, wan_message_bytes, allreduce_s, m, gpipe, regions, stages, length,
                  line_gbps, latency, intra_gbps, intra_latency_s, tab, profile, key, index, layout_f, layout_i, arrays,
                  arrays_used, places, places_used, lay):
@@ -507,9 +599,10 @@ def store_layout(forward_r, activation_bytes, wan_message_bytes, allreduce_s, m,
 
     ``forward_r`` (R,) is the profile's forward time per micro-batch of a stage on each region's GPUs; ``regions``
     and ``stages`` (their first ``length`` entries) the placement; ``line_gbps`` and ``latency`` (R, R) the links;
-    ``tab`` the profile's ``pipeline._path_tables(S, max(M − 1, 1))``. The table's arrays must have room for the
-    layout (``layout_table.LayoutTable.add_miss`` grows them). Returns the floats and ints then used.
+    ``tab`` the profile's ``pipeline.path_tables(S, max(M − 1, 1))``. The table's arrays must have room for the
+    layout (``layout_table.LayoutTable.add`` grows them). Returns the floats and ints then used.
     """
+    # ClusterSim._stage_arrays
     num_stages = 0
     for i in range(length):
         num_stages += stages[i]
@@ -525,58 +618,13 @@ def store_layout(forward_r, activation_bytes, wan_message_bytes, allreduce_s, m,
             a, b = regions[i], regions[i + 1]
             transfer[q - 1] = _seconds_per_message(wan_message_bytes, line_gbps[a, b])
             hop_latency[q - 1] = latency[a, b]
-    backward = BACKWARD_TO_FORWARD * forward
-    stage_s = forward + backward
-    # pipeline._model_scalars
-    hops = num_stages - 1
-    base_s = pairwise_sum(stage_s, num_stages) + 2.0 * (pairwise_sum(transfer, hops) + pairwise_sum(hop_latency, hops))
-    max_x = transfer.max() if hops else 0.0
-    max_f = max_b = uni_f = uni_s = uni_x = uni_lat = last_stage_s = constant_s = 0.0
-    tail_slope = tail_intercept = segment_slope = segment_start = segment_end = np.zeros(0)
-    if gpipe:
-        kind = MODEL_GPIPE
-        max_f, max_b = forward.max(), backward.max()
-    elif m <= 1:
-        kind = MODEL_ROUND_TRIP
-    else:
-        f = forward[0]
-        lat = hop_latency[0] if hops else 0.0
-        kind = MODEL_UNIFORM
-        for i in range(num_stages):
-            if forward[i] != f or backward[i] != BACKWARD_TO_FORWARD * f:
-                kind = MODEL_PATHS
-        for i in range(hops):
-            if transfer[i] != max_x or hop_latency[i] != lat:
-                kind = MODEL_PATHS
-        if kind == MODEL_UNIFORM:
-            uni_f, uni_s, uni_x, uni_lat = f, float(num_stages), max_x, lat
-        else:
-            n = m - 1
-            last_stage_s, other_s, tail_s, loops_only_s, segments_s, pre_loop_s, post_s = fixed_paths(
-                forward, backward, transfer, hop_latency, n, tab.run_reach, tab.held, tab.turn_stage, tab.turn_reach,
-                tab.turn_hop_reach, tab.turn_held, tab.turn_cycles, tab.turn_segment, tab.turn_steps, tab.tail_copies,
-                tab.tail_width, tab.full_loops, tab.part_loop, tab.copies, tab.segment, tab.pre_loop, tab.post_width,
-                tab.cool_steps, tab.first_reach,
-            )
-            constant_s, tail_slope, tail_intercept, segment_slope, segment_start, segment_end = fold_paths(
-                tail_s, tab.tail_rest, loops_only_s, other_s, segments_s, tab.pre, pre_loop_s, post_s
-            )
+    row, ints = layout_f[lay], layout_i[lay]
+    arrays_used = write_model(forward, transfer, hop_latency, m, gpipe, tab, row, ints, arrays, arrays_used)
     # ClusterSim.demand_gbps: the message per compute cadence (pipeline.demand_cadence_s)
-    cadence = forward.max() if gpipe else stage_s.max()
-    demand_gbps = wan_message_bytes * 8.0 / (cadence * 1e9)
-    # LayoutTable.store
-    row = layout_f[lay]
-    row[LF_BASE], row[LF_MAX_X], row[LF_MAX_F], row[LF_MAX_B] = base_s, max_x, max_f, max_b
-    row[LF_UNI_F], row[LF_UNI_S], row[LF_UNI_X], row[LF_UNI_LAT] = uni_f, uni_s, uni_x, uni_lat
-    row[LF_LAST_STAGE], row[LF_CONSTANT] = last_stage_s, constant_s
-    row[LF_ALLREDUCE], row[LF_DEMAND], row[LF_WAN_BYTES] = allreduce_s, demand_gbps, wan_message_bytes
-    ints = layout_i[lay]
-    ints[LI_KIND], ints[LI_M], ints[LI_PROFILE], ints[LI_PATH] = kind, m, profile, places_used
-    ints[LI_HOPS], ints[LI_ARRAYS] = length - 1, arrays_used
-    ints[LI_TAILS], ints[LI_SEGMENTS] = tail_slope.shape[0], segment_slope.shape[0]
-    for part in (tail_slope, tail_intercept, segment_slope, segment_start, segment_end):
-        arrays[arrays_used:arrays_used + part.shape[0]] = part
-        arrays_used += part.shape[0]
+    cadence = forward.max() if gpipe else (forward + BACKWARD_TO_FORWARD * forward).max()
+    row[LF_ALLREDUCE], row[LF_WAN_BYTES] = allreduce_s, wan_message_bytes
+    row[LF_DEMAND] = wan_message_bytes * 8.0 / (cadence * 1e9)
+    ints[LI_PROFILE], ints[LI_PATH], ints[LI_HOPS] = profile, places_used, length - 1
     places[places_used:places_used + length] = regions[:length]
     places[places_used + length:places_used + 2 * length] = stages[:length]
     index_layout(index, key, lay)
