@@ -100,7 +100,7 @@ class EnvArgumentError(KeyedValueError):
     :class:`~geopipe_env.loader.ScenarioError`: ``<argument>: <problem>; expected <what>``."""
 
 
-COMPILE_NOTICE_AFTER_S = 5.0  # loading from numba's disk cache takes about 1.5 s; compiling, about 30 s
+COMPILE_NOTICE_AFTER_S = 5.0  # loading from numba's disk cache takes about 1.5 s; compiling, about 40 s
 
 
 @contextlib.contextmanager
@@ -131,7 +131,7 @@ def _notice_if_slow(after_s: float, doing: str, stream: TextIO | None = None) ->
 def _load_compiled() -> None:
     """Load the compiled decision path (numba's disk cache; a compile the first time on a machine) once per
     process, when the first env is made, so that no episode pays for it."""
-    with _notice_if_slow(COMPILE_NOTICE_AFTER_S, "compiling the simulator's kernels, once per machine (about 30 s; "
+    with _notice_if_slow(COMPILE_NOTICE_AFTER_S, "compiling the simulator's kernels, once per machine (about 40 s; "
                          "numba caches them on disk)"):
         _warm_up_kernels()
 

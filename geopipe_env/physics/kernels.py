@@ -746,12 +746,6 @@ def warm_up() -> None:
     advance_hours(0.0, 1.0, 0.0, 0.0, jobs, regions, 0.0, series, 0, 0, np.zeros(6))
     advance_to_event(0.0, 1.0, 0.0, 0.0, True, jobs, regions, 0.0, series, 0, 0, np.zeros(6))
     region_power(np.zeros((1, 1)), running, np.zeros(1), np.zeros(1))
-    frozen_ints, frozen = np.zeros(1, dtype=np.int64), np.zeros(1)
-    frozen_ints.setflags(write=False)  # the path tables of pipeline._path_tables are read-only
-    frozen.setflags(write=False)
-    fold_paths(one, frozen_ints, one, 0.0, one, frozen, one, one)
-    index = new_layout_index()
-    index_layout(index, 0, 0)
-    find_layout(index, np.zeros((1, NUM_LAYOUT_INTS), dtype=np.int64), running, 0, running, running, 1)
+    find_layout(new_layout_index(), np.zeros((1, NUM_LAYOUT_INTS), dtype=np.int64), running, 0, running, running, 1)
     reallocate(running, one, np.zeros((1, 1), dtype=np.int64), np.zeros(1, dtype=np.int64), one, np.zeros(1),
                np.zeros(1), 0.0, one, running, 0, np.zeros(1, dtype=np.int64), np.zeros((1, 1)), np.zeros(1), np.zeros(1))
