@@ -450,8 +450,8 @@ class ClusterSim:
 
     def timing_parts(self, job: Job, placement: Placement) -> tuple[pipeline.ModelParts, float]:
         """The analytic model of ``placement``'s iteration at the current line rates, taken apart
-        (:func:`pipeline.model_parts`), and its no-stall demand: what :class:`PlacementTiming` evaluates,
-        for the compiled candidate table."""
+        (:func:`pipeline.model_parts`), and its no-stall demand: what :class:`PlacementTiming` evaluates. The
+        reference of ``kernels.store_layout``, which computes the same for the compiled candidate table."""
         forward, transfer, latency, _ = self._stage_arrays(job, placement)
         backward = pipeline.BACKWARD_TO_FORWARD * forward
         schedule_name = self.world.scenario.pipeline_schedule
