@@ -5,8 +5,8 @@ no-stall demand and all-reduce time. :class:`LayoutTable` stores these once per 
 that compiled code reads by integer id (``geopipe_env.physics.kernels.iteration_total_s``), and finds a
 placement's id by a hash of it (``kernels.find_layout``). Compiled code times and stores a new layout
 (``kernels.store_layout``); the simulator's Python model (:meth:`ClusterSim.timing_parts`, stored by
-:meth:`LayoutTable.store`) stays the reference it is tested against. The envs of a process share one table per world timing
-(:func:`shared_table`): layouts recur across episodes and envs of one scenario.
+:meth:`LayoutTable.store`) stays the reference it is tested against. The envs of a process share one table per
+world timing (:func:`shared_table`): layouts recur across episodes and envs of one scenario.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ import numpy as np
 from numba import njit, types
 from numba.typed import Dict
 
-from geopipe_env.units import GRAMS_PER_KG, SECONDS_PER_HOUR, WATTS_PER_KW
+from geopipe_env.units import BITS_PER_BYTE, BITS_PER_GBIT, GRAMS_PER_KG, SECONDS_PER_HOUR, WATTS_PER_KW
 
 # The accumulators that :func:`advance_hours` updates in place, by position.
 ENERGY_KWH, COST_USD, CARBON_KG, WAN_BYTES, GPU_SECONDS, JOB_SECONDS = range(6)
@@ -494,7 +494,7 @@ def _seconds_per_message(num_bytes: float, bandwidth_gbps: float) -> float:
     """``units.transfer_time_s``."""
     if bandwidth_gbps <= 0.0:
         return np.inf
-    return num_bytes * 8.0 / (bandwidth_gbps * 1e9)
+    return num_bytes * BITS_PER_BYTE / (bandwidth_gbps * BITS_PER_GBIT)
 
 
 @njit(cache=True)
@@ -623,7 +623,7 @@ def store_layout(forward_r, activation_bytes, wan_message_bytes, allreduce_s, m,
     # ClusterSim.demand_gbps: the message per compute cadence (pipeline.demand_cadence_s)
     cadence = forward.max() if gpipe else (forward + BACKWARD_TO_FORWARD * forward).max()
     row[LF_ALLREDUCE], row[LF_WAN_BYTES] = allreduce_s, wan_message_bytes
-    row[LF_DEMAND] = wan_message_bytes * 8.0 / (cadence * 1e9)
+    row[LF_DEMAND] = wan_message_bytes * BITS_PER_BYTE / (cadence * BITS_PER_GBIT)  # units.rate_gbps
     ints[LI_PROFILE], ints[LI_PATH], ints[LI_HOPS] = profile, places_used, length - 1
     places[places_used:places_used + length] = regions[:length]
     places[places_used + length:places_used + 2 * length] = stages[:length]
