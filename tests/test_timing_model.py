@@ -82,13 +82,13 @@ def test_pruned_segment_paths_never_change_the_longest_path(monkeypatch):
     cadences = rng.uniform(0.0, 2.0, len(cases))
 
     def times() -> list[float]:
-        pipeline._path_tables.cache_clear()
+        pipeline.path_tables.cache_clear()
         return [pipeline.iteration_time(*case, pipeline.ONE_F_ONE_B, c).total_s for case, c in zip(cases, cadences)]
 
-    pruned, pruned_size = times(), pipeline._path_tables(42, 31).segment.size
+    pruned, pruned_size = times(), pipeline.path_tables(42, 31).segment.size
     monkeypatch.setattr(pipeline, "_dominant_segment_paths", lambda copies, *_: list(range(len(copies))))
-    full, full_size = times(), pipeline._path_tables(42, 31).segment.size
-    pipeline._path_tables.cache_clear()
+    full, full_size = times(), pipeline.path_tables(42, 31).segment.size
+    pipeline.path_tables.cache_clear()
     assert pruned == full and pruned_size < full_size
 
 

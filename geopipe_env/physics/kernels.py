@@ -368,7 +368,7 @@ def iteration_total_s(layout_f: np.ndarray, layout_i: np.ndarray, arrays: np.nda
 def fixed_paths(forward_s, backward_s, hop_transfer_s, hop_latency_s, n, run_reach, held, turn_stage, turn_reach,
                 turn_hop_reach, turn_held, turn_cycles, turn_segment, turn_steps, tail_copies, tail_width, full_loops,
                 part_loop, copies, segment, pre_loop, post_width, cool_steps, first_reach):
-    """``pipeline._fixed_paths`` for ``n = M − 1 ≥ 1`` advances, from the path tables of ``pipeline._path_tables``
+    """``pipeline._fixed_paths`` for ``n = M − 1 ≥ 1`` advances, from the path tables of ``pipeline.path_tables``
     (passed as their arrays, by field name): ``(last_stage_s, other_s, tail_s, loops_only_s, segments_s,
     pre_loop_s, post_s)``, operation for operation."""
     num_stages = forward_s.shape[0]

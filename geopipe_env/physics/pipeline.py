@@ -211,8 +211,10 @@ def _dominant_segment_paths(
 
 
 @functools.lru_cache(maxsize=128)
-def _path_tables(num_stages: int, n: int) -> _PathTables:
-    """Build :class:`_PathTables`; pure in its two integers, so the cache changes no result."""
+def path_tables(num_stages: int, n: int) -> _PathTables:
+    """Build :class:`_PathTables` for ``num_stages`` stages and ``n = M − 1`` advances (read-only; compiled code
+    that builds a layout's model takes them besides its times). Pure in its two integers, so the cache changes no
+    result."""
     tail_first, tail_copies, tail_rest = [], [], []
     for first in range(num_stages):
         width = num_stages - first
@@ -281,12 +283,6 @@ def _path_tables(num_stages: int, n: int) -> _PathTables:
     return tables
 
 
-def path_tables(num_stages: int, n: int) -> _PathTables:
-    """The index tables of the 1F1B path family of ``num_stages`` stages and ``n = M − 1`` advances (memoised,
-    read-only): what compiled code that builds a layout's model needs besides its times."""
-    return _path_tables(num_stages, n)
-
-
 class _FixedPaths(NamedTuple):
     """The parts of one layout's 1F1B path family that do not depend on the time of a single step.
 
@@ -314,7 +310,7 @@ def _fixed_paths(
 ) -> _FixedPaths:
     """Compute :class:`_FixedPaths` for ``n = M − 1 ≥ 1`` advances (``stage_s = forward_s + backward_s``)."""
     num_stages = stage_s.shape[0]
-    tab = _path_tables(num_stages, n)
+    tab = path_tables(num_stages, n)
     before = np.zeros(num_stages)  # (S,) Σ_{p<q}(t_p + 2y_p)
     np.add.accumulate(stage_s[:-1] + 2.0 * (hop_transfer_s + hop_latency_s), out=before[1:])  # cumsum
     through = before + stage_s  # (S,) Σ_{p≤q} t_p + 2Σ_{p<q} y_p
@@ -366,7 +362,7 @@ def compiled_fixed_paths(
 ) -> _FixedPaths:
     """:func:`_fixed_paths` (with ``stage_s = forward_s + backward_s``) by the compiled ``kernels.fixed_paths``,
     which equals it array for array, bit for bit."""
-    tab = _path_tables(forward_s.shape[0], n)
+    tab = path_tables(forward_s.shape[0], n)
     last_stage_s, other_s, tail_s, loops_only_s, segments_s, pre_loop_s, post_s = kernels.fixed_paths(
         forward_s, backward_s, hop_transfer_s, hop_latency_s, n, tab.run_reach, tab.held, tab.turn_stage,
         tab.turn_reach, tab.turn_hop_reach, tab.turn_held, tab.turn_cycles, tab.turn_segment, tab.turn_steps,
