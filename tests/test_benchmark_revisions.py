@@ -1,0 +1,48 @@
+"""The cross-revision benchmark (benchmarks/revisions.py): what it runs is the named revision's code."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import revisions  # noqa: E402
+
+IN_GIT = shutil.which("git") is not None and subprocess.run(
+    ["git", "-C", str(revisions.REPO), "rev-parse", "HEAD"], capture_output=True
+).returncode == 0
+needs_git = pytest.mark.skipif(not IN_GIT, reason="not a git checkout")
+
+
+def test_worktree_runs_and_prints_its_ratio(capsys):
+    assert revisions.main([revisions.WORKTREE, "--rounds", "1", "--decisions", "20"]) == 0
+    out = capsys.readouterr().out
+    assert "round 0: WORKTREE" in out
+    assert "1.00x (rounds 1.00-1.00)" in out
+
+
+def test_a_run_refuses_a_geopipe_env_from_elsewhere(tmp_path):
+    """A folder without geopipe_env: the installed package would be imported, and the run says so."""
+    with pytest.raises(SystemExit, match="not from the revision's files"):
+        revisions.run(tmp_path, "GeoPipe-v0", 1, seed=0)
+
+
+@needs_git
+def test_export_is_the_revisions_files(tmp_path):
+    tree = revisions.export("HEAD", tmp_path)
+    committed = subprocess.run(["git", "-C", str(revisions.REPO), "show", "HEAD:geopipe_env/env.py"],
+                               capture_output=True, text=True, check=True).stdout
+    assert (tree / "geopipe_env" / "env.py").read_text() == committed
+
+
+@needs_git
+def test_unknown_revision_and_repeated_revision_are_one_line_errors(tmp_path, capsys):
+    with pytest.raises(SystemExit, match="cannot export 'no-such-revision'"):
+        revisions.export("no-such-revision", tmp_path)
+    with pytest.raises(SystemExit):
+        revisions.main(["HEAD", "HEAD"])
+    assert "name each revision once" in capsys.readouterr().err
