@@ -9,7 +9,6 @@ the ``rng`` argument, which the env seeds.
 from __future__ import annotations
 
 import math
-import operator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -25,12 +24,13 @@ JOULES_PER_KWH = 3.6e6
 HORIZON_MARGIN_H = 2  # series run a little past the horizon so that lookups at t = horizon stay in range
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, eq=False)
 class Job:
     """One job of an episode, with its physics precomputed.
 
     Per-region arrays are indexed by region; a region whose GPU cannot hold a stage of this job has
-    ``fits[r] == False``.
+    ``fits[r] == False``. (No ``__slots__``: a reset copies tens of jobs from a template, and a copy of the fields'
+    dict is one call where slots take one per field.)
     """
 
     job_id: int
@@ -77,12 +77,6 @@ class Job:
     @property
     def isolated_duration_s(self) -> float:
         return self.iterations * self.isolated_iteration_s
-
-
-# Every slot of Job but the two that differ between jobs of one profile, dataset and iteration count (_job_like).
-_JOB_SHARED_SLOTS = tuple(name for name in Job.__slots__ if name not in ("job_id", "arrival_s"))
-_job_shared_values = operator.attrgetter(*_JOB_SHARED_SLOTS)
-_JOB_SHARED_SETTERS = tuple(getattr(Job, name).__set__ for name in _JOB_SHARED_SLOTS)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -411,13 +405,13 @@ def _make_job(job_id, arrival_s, model, dataset, iterations, scenario, shape: Jo
 
 def _job_like(template: Job, job_id: int, arrival_s: float) -> Job:
     """The job ``Job(...)`` builds from ``template``'s fields with another id and arrival time (``__post_init__``
-    reads neither), set slot by slot: the frozen dataclass's ``__init__`` costs twice as much, and a reset builds
-    tens of jobs."""
+    reads neither), as a copy of the template's fields: about 1 µs, where the frozen dataclass's ``__init__`` takes
+    about 6 µs, and a reset builds tens of jobs."""
     job = object.__new__(Job)
-    for set_slot, value in zip(_JOB_SHARED_SETTERS, _job_shared_values(template)):
-        set_slot(job, value)
-    Job.job_id.__set__(job, job_id)
-    Job.arrival_s.__set__(job, arrival_s)
+    fields = job.__dict__
+    fields.update(template.__dict__)
+    fields["job_id"] = job_id
+    fields["arrival_s"] = arrival_s
     return job
 
 

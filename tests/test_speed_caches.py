@@ -38,7 +38,7 @@ def test_profile_cache_gives_the_worlds_of_no_cache(name):
 
 @pytest.mark.parametrize("name", ["geopipe-v0", "geopipe-v0-randomized", "paper"])
 def test_jobs_copied_from_a_template_equal_jobs_built_by_init(name):
-    """A world's later jobs of one profile, dataset and iteration count are copies of the first, slot by slot
+    """A world's later jobs of one profile, dataset and iteration count are copies of the first's fields
     (generator._job_like): every field, the derived ones too, equals what Job's own __init__ builds."""
     world = sample_world(load_builtin(name), np.random.default_rng(3))
     init = [f.name for f in dataclasses.fields(generator.Job) if f.init]
