@@ -7,8 +7,9 @@ Usage::
 Each revision (a commit, tag or branch; ``WORKTREE`` stands for the files as they are on disk) is exported with
 ``git archive`` into a temporary folder. Each round then runs every revision once, in a fresh process whose
 ``geopipe_env`` is that revision's, in an order that rotates from round to round. A run is
-``benchmarks/env_throughput.py``'s: a new env, ``--decisions`` decisions of a random valid policy from the first
-reset on, resets included (episodes restart with the next seed), timed end to end. Before the first round every
+``benchmarks/env_throughput.py``'s measurement (this checkout's, for every revision): a new env, ``--decisions``
+decisions of a random valid policy from the first reset on, resets included (episodes restart with the next seed),
+timed end to end. Before the first round every
 revision runs once untimed, so that compiled kernels are on disk (a revision's first run compiles them).
 
 It prints each round's rates, then per revision the median and its median ratio to the first revision named. The
@@ -33,35 +34,21 @@ from baselines.cli import int_at_least
 REPO = Path(__file__).resolve().parent.parent
 WORKTREE = "WORKTREE"
 
-# Prints one line: decisions per second end to end, and in the env's own time (inside reset and step).
+# Prints one line: decisions per second end to end, and in the env's own time (env_throughput.py's measurement,
+# with this checkout's env_throughput.py and the revision's geopipe_env).
 RUNNER = """
-import sys, time
+import sys
 from pathlib import Path
-import gymnasium as gym
-import numpy as np
+
 import geopipe_env
 
 if not Path(geopipe_env.__file__).resolve().is_relative_to(Path.cwd().resolve()):
     sys.exit(f"geopipe_env was imported from {geopipe_env.__file__}, not from the revision's files in {Path.cwd()}")
+sys.path.append(sys.argv[4])
+from env_throughput import decisions_per_second
 
-env_id, decisions, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-env = gym.make(env_id).unwrapped
-rng = np.random.default_rng(seed)
-clock = time.perf_counter
-start = clock()
-obs, info = env.reset(seed=seed)
-env_s = clock() - start
-episodes = 1
-for _ in range(decisions):
-    valid = np.flatnonzero(info["action_mask"])
-    action = int(valid[rng.integers(valid.size)])
-    t0 = clock()
-    obs, reward, terminated, truncated, info = env.step(action)
-    if terminated or truncated:
-        obs, info = env.reset(seed=seed + episodes)
-        episodes += 1
-    env_s += clock() - t0
-print(decisions / (clock() - start), decisions / env_s)
+rate, env_rate, _ = decisions_per_second(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
+print(rate, env_rate)
 """
 
 
@@ -86,8 +73,8 @@ def export(rev: str, into: Path) -> Path:
 def run(tree: Path, env_id: str, decisions: int, seed: int) -> tuple[float, float]:
     """(decisions/s end to end, in the env's own time) of one fresh process importing ``tree``'s geopipe_env."""
     env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-c", RUNNER, env_id, str(decisions), str(seed)], cwd=tree, env=env,
-                          capture_output=True, text=True)
+    command = [sys.executable, "-c", RUNNER, env_id, str(decisions), str(seed), str(Path(__file__).resolve().parent)]
+    done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True)
     if done.returncode:
         raise SystemExit(f"revisions.py: the run in {tree} failed:\n{done.stderr[-3000:]}")
     rate, env_rate = map(float, done.stdout.split()[-2:])
