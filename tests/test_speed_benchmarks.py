@@ -1,4 +1,5 @@
-"""The cross-revision benchmark (benchmarks/revisions.py): what it runs is the named revision's code."""
+"""The speed benchmarks that the docs quote: benchmarks/revisions.py runs the named revision's code, and
+benchmarks/kernel_share.py clocks the kernels and puts them back."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import kernel_share  # noqa: E402
 import revisions  # noqa: E402
 
 IN_GIT = shutil.which("git") is not None and subprocess.run(
@@ -46,3 +48,15 @@ def test_unknown_revision_and_repeated_revision_are_one_line_errors(tmp_path, ca
     with pytest.raises(SystemExit):
         revisions.main(["HEAD", "HEAD"])
     assert "name each revision once" in capsys.readouterr().err
+
+
+def test_kernel_share_clocks_the_kernels_and_restores_them(capsys):
+    before = {name: getattr(kernel_share.kernels, name) for name in ("reallocate", "advance_to_event")}
+    assert kernel_share.main(["--decisions", "200", "--warmup", "50"]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[2:-1]}
+    assert {"candidate_table", "_encode_compiled", "advance_to_event"} <= set(rows)
+    assert 0.9 <= float(rows["_encode_compiled"][2]) <= 1.1  # about one observation per decision
+    share = int(out.splitlines()[-1].split(", ")[1].split("%")[0])
+    assert 0 < share < 100
+    assert all(getattr(kernel_share.kernels, name) is kernel for name, kernel in before.items())
