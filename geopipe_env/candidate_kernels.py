@@ -17,7 +17,7 @@ from numba import njit
 
 from geopipe_env.physics import kernels
 from geopipe_env.physics.kernels import LF_ALLREDUCE, LF_DEMAND, LF_WAN_BYTES
-from geopipe_env.units import BITS_PER_BYTE, BITS_PER_GBIT, GRAMS_PER_KG, SECONDS_PER_HOUR, WATTS_PER_KW
+from geopipe_env.units import GRAMS_PER_KG, SECONDS_PER_HOUR, WATTS_PER_KW
 
 # Strategy codes, in placement.POOLED_FROM order, then the selectors.
 BACE_PIPE, CR_LCF, CR_LDF, LCF, LDF, FASTEST, CHEAPEST, GREENEST = range(8)
@@ -57,7 +57,7 @@ def _admits(a: int, b: int, spare: np.ndarray, latency: np.ndarray, forward: np.
     free_bw = min(spare[a, b], spare[b, a])
     if free_bw <= 0.0:
         return False
-    comm_s = wan_bytes * BITS_PER_BYTE / (free_bw * BITS_PER_GBIT) + latency[a, b]
+    comm_s = kernels.transfer_time_s(wan_bytes, free_bw) + latency[a, b]
     return comm_s <= _GPU_BUSY_PER_FORWARD * min(forward[a], forward[b])
 
 
@@ -365,7 +365,7 @@ def candidate_table(
                 continue
             min_cadence = 0.0
             if length > 1:
-                min_cadence = layout_f[lay, LF_WAN_BYTES] * BITS_PER_BYTE / (rate * BITS_PER_GBIT)
+                min_cadence = kernels.transfer_time_s(layout_f[lay, LF_WAN_BYTES], rate)
             t_iter = kernels.iteration_total_s(layout_f, layout_i, arrays, lay, min_cadence) + layout_f[lay, LF_ALLREDUCE]
             duration = t_iter * job_iterations[job]
             if not np.isfinite(duration):

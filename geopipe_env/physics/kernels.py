@@ -490,8 +490,8 @@ def fold_paths(tail_s, tail_rest, loops_only_s, other_s, segments_s, pre, pre_lo
 
 
 @njit(cache=True)
-def _seconds_per_message(num_bytes: float, bandwidth_gbps: float) -> float:
-    """``units.transfer_time_s``."""
+def transfer_time_s(num_bytes: float, bandwidth_gbps: float) -> float:
+    """``units.transfer_time_s`` in compiled code: one message of ``num_bytes`` at ``bandwidth_gbps`` (inf at 0)."""
     if bandwidth_gbps <= 0.0:
         return np.inf
     return num_bytes * BITS_PER_BYTE / (bandwidth_gbps * BITS_PER_GBIT)
@@ -607,7 +607,7 @@ def store_layout(forward_r, activation_bytes, wan_message_bytes, allreduce_s, m,
     for i in range(length):
         num_stages += stages[i]
     forward = np.empty(num_stages)
-    transfer = np.full(num_stages - 1, _seconds_per_message(activation_bytes, intra_gbps))
+    transfer = np.full(num_stages - 1, transfer_time_s(activation_bytes, intra_gbps))
     hop_latency = np.full(num_stages - 1, intra_latency_s)
     q = 0
     for i in range(length):
@@ -616,7 +616,7 @@ def store_layout(forward_r, activation_bytes, wan_message_bytes, allreduce_s, m,
             q += 1
         if i + 1 < length:  # the region's last stage sends over the WAN
             a, b = regions[i], regions[i + 1]
-            transfer[q - 1] = _seconds_per_message(wan_message_bytes, line_gbps[a, b])
+            transfer[q - 1] = transfer_time_s(wan_message_bytes, line_gbps[a, b])
             hop_latency[q - 1] = latency[a, b]
     row, ints = layout_f[lay], layout_i[lay]
     arrays_used = write_model(forward, transfer, hop_latency, m, gpipe, tab, row, ints, arrays, arrays_used)
