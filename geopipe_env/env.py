@@ -86,13 +86,14 @@ from geopipe_env.physics import kernels, pipeline
 from geopipe_env.observation import ObservationEncoder, observation_space
 from geopipe_env.placement import ALL_STRATEGIES, STRATEGY_NAMES, CandidateInfo, PlacementContext, candidate_row, strategy_names
 from geopipe_env.scenario import Scenario
-from geopipe_env.simulator import ClusterSim, JobStatus
+from geopipe_env.simulator import ClusterSim, JobStatus, shared_layout_cache
 from geopipe_env.units import BYTES_PER_TB, SECONDS_PER_HOUR, WATTS_PER_KW
 
 DEFAULT_QUEUE_SLOTS = 8
 DEFAULT_MAX_REGIONS = 16
 DEFAULT_INVALID_ACTION_PENALTY = 1.0
 TIMINGS = ("analytic", "exact")
+_DONE = int(JobStatus.DONE)
 
 
 class EnvArgumentError(KeyedValueError):
@@ -217,16 +218,15 @@ class GeoPipeEnv(gym.Env):
         self.world: World | None = None
         self.sim: ClusterSim | None = None
         self._profile_cache: dict = {}  # model profiles across episodes (generator.sample_world)
-        self._layouts: tuple[tuple, dict] = ((), {})  # (world physics key, its layouts) across episodes
         self._encoder_constants: dict = {}  # the observation's constants of the last world physics
 
     # ------------------------------------------------------------------ gym API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
         self.world = sample_world(self.scenario, self.np_random, self._profile_cache)
-        if self._layouts[0] != self.world.physics_key:
-            self._layouts = (self.world.physics_key, {})
-        self.sim = ClusterSim(self.world, exact_timing=self.timing == "exact", layout_cache=self._layouts[1])
+        exact = self.timing == "exact"
+        layouts = None if self.scenario.network.background is not None else shared_layout_cache(self.world, exact)
+        self.sim = ClusterSim(self.world, exact_timing=exact, layout_cache=layouts)
         if self._codes is not None:
             self._table = CandidateTable(self.sim, shared_table(self.world), self._codes, self.queue_slots)
         jobs = self.world.jobs
@@ -378,7 +378,7 @@ class GeoPipeEnv(gym.Env):
     def episode_metrics(self) -> dict[str, float]:
         """The episode's metrics so far (finished jobs only for JCT statistics; docs/environment.md lists them)."""
         sim, w = self.sim, self.world
-        done = sim.status == JobStatus.DONE
+        done = sim.status == _DONE  # an int: comparing an array with the IntEnum member costs 5 µs
         arrival = np.array([j.arrival_s for j in w.jobs])
         jct = (sim.finish_s - arrival)[done]
         started = ~np.isnan(sim.start_s)
@@ -403,13 +403,20 @@ class GeoPipeEnv(gym.Env):
             "gpu_utilization": sim.gpu_seconds / total_gpu_s,
             "wan_traffic_tb": sim.wan_bytes / BYTES_PER_TB,
             "stalled_job_fraction": float(sim.ever_stalled[started].mean()) if started.any() else 0.0,
-            "avg_comm_slowdown": float(np.nanmean(sim.comm_slowdown())) if started.any() else float("nan"),
+            "avg_comm_slowdown": _nanmean(sim.comm_slowdown()) if started.any() else float("nan"),
             "max_link_utilization": sim.max_link_utilization,
             "jobs_completed": int(done.sum()),
             "invalid_actions": self.invalid_actions,
             "jct_lower_bound_h": hours(lower.mean()),
             "cost_lower_bound_usd": lb_energy * float(w.price.values[:, :horizon_hours].min()),
         }
+
+
+def _nanmean(values: np.ndarray) -> float:
+    """``np.nanmean(values)`` of a 1-D float array with a number in it, by its arithmetic (NaN replaced by 0,
+    summed, divided by the count of numbers): numpy's general path costs about 18 µs, this about 4 µs."""
+    numbers = ~np.isnan(values)
+    return float(np.where(numbers, values, 0.0).sum() / np.count_nonzero(numbers))
 
 
 def _percentiles(values: np.ndarray, qs: tuple[float, ...]) -> list[float]:

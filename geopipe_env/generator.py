@@ -57,14 +57,18 @@ class Job:
     isolated_power_w: float  # facility power running alone at the isolated iteration time, on the median GPU it fits
     data_parallel: int = 1  # replicas d; each stage's replicas sit in one region
     allreduce_s: float = 0.0  # gradient all-reduce of the d replicas per iteration, inside a region
-    # What timing depends on: jobs with equal keys run identically on any placement. Set once here, since the
-    # candidate table reads it tens of times per decision.
+    # What timing depends on: jobs with equal keys run identically on any placement of any world with equal line
+    # rates, latencies and schedule (:func:`timing_key`). Set once here, since the candidate table reads it tens
+    # of times per decision.
     profile_key: tuple = field(init=False, repr=False)
     stage_gpus: int = field(init=False, repr=False)  # GPUs one stage takes in its region: t·d
     wan_message_bytes: float = field(init=False, repr=False)  # on a cross-region boundary per micro-batch and way: d·A
 
     def __post_init__(self) -> None:
-        key = (self.model, self.num_stages, self.activation_bytes, self.gpus_per_stage, self.num_microbatches)
+        # The model's name, then what a layout's timing reads of the job: its stage times per region and its
+        # all-reduce time as well as its shape, so that equal keys time alike in any world of equal line rates.
+        key = (self.model, self.num_stages, self.activation_bytes, self.gpus_per_stage, self.num_microbatches,
+               self.forward_s.tobytes(), self.allreduce_s)
         if self.data_parallel != 1:
             key += (self.data_parallel,)
         object.__setattr__(self, "profile_key", key)
@@ -108,6 +112,16 @@ class World:
     @property
     def horizon_s(self) -> float:
         return self.scenario.horizon_s
+
+
+def timing_key(world: World) -> tuple:
+    """What a layout's timing depends on besides its job's ``profile_key`` and its placement: the world's line
+    rates and latencies, the intra-region link and the pipeline schedule."""
+    net = world.scenario.network
+    return (
+        world.num_regions, world.bandwidth_gbps.tobytes(), world.latency_s.tobytes(), float(net.intra_bandwidth_gbps),
+        float(net.intra_latency_s), world.scenario.pipeline_schedule,
+    )
 
 
 def _reference_link(bandwidth_gbps: np.ndarray, latency_s: np.ndarray, intra_bw: float, intra_lat: float) -> tuple[float, float]:

@@ -12,7 +12,7 @@ world timing (:func:`shared_table`): layouts recur across episodes and envs of o
 from __future__ import annotations
 
 import numpy as np
-from geopipe_env.generator import Job, World
+from geopipe_env.generator import Job, World, timing_key
 from geopipe_env.physics import kernels, pipeline
 from geopipe_env.physics.pipeline import ModelParts
 from geopipe_env.simulator import ClusterSim
@@ -38,7 +38,7 @@ class LayoutTable:
         """Forget every layout and profile. The arrays keep their size (what lies past the used part is never
         read), so a table that fills and empties again and again holds the same memory."""
         self.index = kernels.new_layout_index()  # key → layout id (a numba typed dict)
-        self.profiles: dict[tuple, int] = {}  # Job.profile_key and the profile's timing → profile id
+        self.profiles: dict[tuple, int] = {}  # Job.profile_key → profile id
         self.num_layouts = 0
         self._arrays_used = 0
         self._places_used = 0
@@ -50,12 +50,11 @@ class LayoutTable:
         self.__init__()
 
     def profile_id(self, job: Job) -> int:
-        """The table's id of the job's profile: jobs with equal ``profile_key`` time alike in one world, and with
-        their stage times and all-reduce time too, in any world of one :func:`timing_key`."""
-        key = (job.profile_key, job.forward_s.tobytes(), job.allreduce_s)
-        pid = self.profiles.get(key)
+        """The table's id of the job's profile: jobs with equal ``profile_key`` (which holds their stage and
+        all-reduce times) time alike in any world of one :func:`timing_key`."""
+        pid = self.profiles.get(job.profile_key)
         if pid is None:
-            pid = self.profiles[key] = len(self.profiles)
+            pid = self.profiles[job.profile_key] = len(self.profiles)
         return pid
 
     def full(self) -> bool:
@@ -138,16 +137,6 @@ def _grown(buffer: np.ndarray, need: int) -> np.ndarray:
     grown = np.zeros(max(2 * buffer.size, need), dtype=buffer.dtype)
     grown[:buffer.size] = buffer
     return grown
-
-
-def timing_key(world: World) -> tuple:
-    """What a layout's timing depends on besides its job profile (:meth:`LayoutTable.profile_id`) and placement:
-    the world's line rates and latencies, the intra-region link and the pipeline schedule."""
-    net = world.scenario.network
-    return (
-        world.num_regions, world.bandwidth_gbps.tobytes(), world.latency_s.tobytes(), float(net.intra_bandwidth_gbps),
-        float(net.intra_latency_s), world.scenario.pipeline_schedule,
-    )
 
 
 _SHARED: dict[tuple, LayoutTable] = {}

@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 
 from geopipe_env.engine import Event, EventKind, EventQueue
-from geopipe_env.generator import Job, World
+from geopipe_env.generator import Job, World, timing_key
 from geopipe_env.physics import kernels, pipeline, schedule
 from geopipe_env.physics.energy import gpu_power_w
 from geopipe_env.physics.network import is_stalled
@@ -218,16 +218,39 @@ class Estimate(NamedTuple):
 
 RATES_PER_LAYOUT = 8  # rates memoised per layout (a layout can outlive an episode); contended rates rarely repeat
 LAYOUT_CACHE_SIZE = 1024  # layouts kept across episodes (launched ones: the compiled table has its own); emptied when full
+SHARED_LAYOUT_CACHES = 4  # layout caches a process keeps (shared_layout_cache); all forgotten when full
+
+_SHARED_LAYOUTS: dict[tuple, dict] = {}
+
+
+def shared_layout_cache(world: World, exact_timing: bool) -> dict:
+    """The process's ``layout_cache`` for :class:`ClusterSim` on worlds that time and power every layout alike:
+    equal :func:`~geopipe_env.generator.timing_key` (line rates, latencies, intra-region link, schedule), GPU
+    power figures and PUE, and timing. Every env of a process, and every episode, on such worlds shares it: a
+    layout is a pure function of these, its job's ``profile_key`` and its placement. Worlds with background
+    traffic must not use it."""
+    key = (timing_key(world), world.idle_watts.tobytes(), world.busy_watts.tobytes(), world.pue.tobytes(), exact_timing)
+    cache = _SHARED_LAYOUTS.get(key)
+    if cache is None:
+        if len(_SHARED_LAYOUTS) >= SHARED_LAYOUT_CACHES:
+            _SHARED_LAYOUTS.clear()
+        cache = _SHARED_LAYOUTS[key] = {}
+    return cache
+
+
+def forget_shared_layout_caches() -> None:
+    """Drop the process's shared layout caches (a simulator holding one keeps it)."""
+    _SHARED_LAYOUTS.clear()
 
 
 class ClusterSim:
     """One episode of the geo-distributed cluster."""
 
     def __init__(self, world: World, exact_timing: bool = False, layout_cache: dict | None = None) -> None:
-        """``layout_cache`` (optional, owned by the caller) carries layouts and their timing across episodes: pass
-        the same dict only for worlds with equal ``physics_key`` of one scenario, and the same ``exact_timing``.
-        It is used only when line rates never change (no background traffic), and emptied when it grows past
-        ``LAYOUT_CACHE_SIZE``."""
+        """``layout_cache`` (optional) carries layouts and their timing across episodes and simulators: pass the
+        same dict only for worlds of equal :func:`shared_layout_cache` key and the same ``exact_timing`` (that
+        function gives the process's one). It is used only when line rates never change (no background
+        traffic), and emptied when it grows past ``LAYOUT_CACHE_SIZE``."""
         self.world = world
         self.exact_timing = exact_timing
         sc = world.scenario

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import geopipe_env  # noqa: F401
-from geopipe_env import generator, layout_table
+from geopipe_env import generator, layout_table, simulator
 from geopipe_env.generator import sample_world
 from geopipe_env.loader import load_builtin
 
@@ -101,7 +101,7 @@ def _episode(env, seed: int) -> list[tuple[float, float, float]]:
 def test_caches_across_episodes_change_nothing(monkeypatch, tiny_bounds):
     """Episodes run one after another in one env (layouts, iteration times, profiles and placements carried
     over, and with tiny bounds emptied again and again) equal the same episodes each in a fresh env."""
-    from geopipe_env import placement, simulator
+    from geopipe_env import placement
 
     if tiny_bounds:
         monkeypatch.setattr(simulator, "LAYOUT_CACHE_SIZE", 5)
@@ -111,13 +111,44 @@ def test_caches_across_episodes_change_nothing(monkeypatch, tiny_bounds):
     seeds = [11, 12, 13]
     shared = gym.make("GeoPipe-v0").unwrapped
     carried = [_episode(shared, s) for s in seeds]
+    assert shared.sim._layout_cache is simulator.shared_layout_cache(shared.world, False), "the cache was not shared"
+    assert len(shared.sim._layout_cache) > 0
     simulator._iteration_time_s.cache_clear()
     fresh = []
     for s in seeds:
         layout_table.forget_shared_tables()
+        simulator.forget_shared_layout_caches()
         fresh.append(_episode(gym.make("GeoPipe-v0").unwrapped, s))
     assert carried == fresh
-    assert len(shared._layouts[1]) > 0, "the layout cache was not shared"
+
+
+def test_envs_of_one_process_share_layouts_only_where_they_time_alike(tmp_path):
+    """Envs of one process share the simulator's layouts (a second env launches the first one's layouts without
+    timing them again), but a scenario whose jobs keep their model names and shapes and run at another
+    utilisation (so other stage times) gets its own: episodes interleaved in one process equal episodes each with
+    every process cache forgotten first."""
+    path = tmp_path / "slow.yaml"
+    path.write_text("version: 1\nextends: geopipe-v0\nname: slow\nmfu: 0.3\n")
+    runs = [("GeoPipe-v0", 3), (str(path), 3), ("GeoPipe-v0", 4), (str(path), 4)]
+
+    def make(scenario):
+        return gym.make("GeoPipe-v0", scenario=scenario).unwrapped if scenario != "GeoPipe-v0" else gym.make(scenario).unwrapped
+
+    simulator.forget_shared_layout_caches()
+    shared = [_episode(make(scenario), seed) for scenario, seed in runs]
+    first = make("GeoPipe-v0")
+    first.reset(seed=3)
+    cache = first.sim._layout_cache
+    size = len(cache)
+    _episode(first, 3)
+    assert len(cache) == size, "an env re-timed layouts that another env of the process had timed"
+    fresh = []
+    for scenario, seed in runs:
+        simulator.forget_shared_layout_caches()
+        layout_table.forget_shared_tables()
+        simulator._iteration_time_s.cache_clear()
+        fresh.append(_episode(make(scenario), seed))
+    assert shared == fresh
 
 
 def test_background_traffic_episodes_do_not_share_layouts(tmp_path):
@@ -128,11 +159,13 @@ def test_background_traffic_episodes_do_not_share_layouts(tmp_path):
         "version: 1\nextends: geopipe-v0\nname: busy\n"
         "network: {background: {mean_fraction: 0.3, amplitude_fraction: 0.2}}\n"
     )
+    simulator.forget_shared_layout_caches()
     shared = gym.make("GeoPipe-v0", scenario=str(path)).unwrapped
     carried = [_episode(shared, s) for s in (5, 6)]
     fresh = [_episode(gym.make("GeoPipe-v0", scenario=str(path)).unwrapped, s) for s in (5, 6)]
     assert carried == fresh
-    assert len(shared._layouts[1]) == 0 and len(shared.sim._layout_cache) > 0
+    assert len(shared.sim._layout_cache) > 0
+    assert len(simulator.shared_layout_cache(shared.world, False)) == 0
 
 
 def test_indices_drawn_at_once_are_numpys_draws_one_by_one():
