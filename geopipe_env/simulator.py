@@ -105,6 +105,17 @@ def _iteration_time_s(inputs: tuple[bytes, bytes, bytes, bytes, int, str, bool],
     return schedule.simulate_schedule(forward, backward, transfer, latency, m, schedule_name).total_s
 
 
+def _timing_inputs(forward: np.ndarray, transfer: np.ndarray, latency: np.ndarray, wan_pos: np.ndarray, m: int,
+                   schedule_name: str, exact: bool) -> tuple[bytes, bytes, bytes, bytes, int, str, bool]:
+    """A pipeline by value, as :func:`_iteration_time_s` takes it."""
+    arrays = [np.asarray(a, dtype=float) for a in (forward, transfer, latency)]
+    arrays.append(np.asarray(wan_pos, dtype=np.intp))
+    return (*(array.tobytes() for array in arrays), m, schedule_name, exact)
+
+
+_NO_WAN = np.zeros(0, dtype=np.intp)
+
+
 class PlacementTiming:
     """Iteration time and facility power per region of one job profile on one placement at the current line
     rates, as functions of the per-hop rate the job is allocated (memoised per rate, and across episodes by
@@ -127,10 +138,8 @@ class PlacementTiming:
         wan_pos: np.ndarray,
         exact: bool,
     ) -> None:
-        m, schedule_name = job.num_microbatches, world.scenario.pipeline_schedule
-        arrays = [np.asarray(a, dtype=float) for a in (forward, transfer, latency)]
-        arrays.append(np.asarray(wan_pos, dtype=np.intp))
-        self._inputs = (*(array.tobytes() for array in arrays), m, schedule_name, exact)  # see _iteration_time_s
+        m = job.num_microbatches
+        self._inputs = _timing_inputs(forward, transfer, latency, wan_pos, m, world.scenario.pipeline_schedule, exact)
         self._wan_message_bytes = job.wan_message_bytes
         self._allreduce_s = job.allreduce_s
         self._has_wan = bool(placement.num_wan_hops)
@@ -484,12 +493,14 @@ class ClusterSim:
     def local_iteration_s_of(self, job: Job, placement: Placement) -> float:
         """Iteration time of ``placement``'s stages with every boundary inside one region (intra-region link and
         latency): what the job would take with no WAN. The base of its communication slowdown."""
-        forward, transfer, latency, _ = self._stage_arrays(job, placement)
-        net = self.world.scenario.network
-        transfer[:] = transfer_time_s(job.activation_bytes, net.intra_bandwidth_gbps)
-        latency[:] = float(net.intra_latency_s)
-        no_wan = np.zeros(0, dtype=np.intp)
-        return PlacementTiming(self.world, job, placement, forward, transfer, latency, no_wan, self.exact_timing).at(0.0)[0]
+        forward = np.repeat(job.forward_s[list(placement.regions)], placement.stages)
+        n_hops = forward.shape[0] - 1
+        sc = self.world.scenario
+        transfer = np.full(n_hops, transfer_time_s(job.activation_bytes, sc.network.intra_bandwidth_gbps))
+        latency = np.full(n_hops, float(sc.network.intra_latency_s))
+        inputs = _timing_inputs(forward, transfer, latency, _NO_WAN, job.num_microbatches, sc.pipeline_schedule,
+                                self.exact_timing)
+        return _iteration_time_s(inputs, 0.0) + job.allreduce_s  # PlacementTiming.at(0.0): no cadence floor
 
     def _stage_arrays(self, job: Job, placement: Placement) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Per-stage forward times and per-boundary transfer/latency at line rate, plus WAN hop positions."""

@@ -154,3 +154,29 @@ def test_running_jobs_are_timed_by_the_reference_model():
         if terminated or truncated:
             break
     assert checked > 50
+
+
+@pytest.mark.parametrize("timing", ["analytic", "exact"])
+def test_local_iteration_is_the_placement_timed_with_intra_region_links(timing):
+    """``local_iteration_s_of`` (the base of a job's communication slowdown) is the placement's timing with every
+    boundary on the intra-region link, at no cadence floor, bit for bit."""
+    env = gym.make("GeoPipe-v0", timing=timing).unwrapped
+    rng = np.random.default_rng(8)
+    obs, info = env.reset(seed=8)
+    sim, net = env.sim, env.world.scenario.network
+    checked = 0
+    for _ in range(40):
+        obs, reward, terminated, truncated, info = env.step(int(rng.choice(np.flatnonzero(info["action_mask"]))))
+        for rj in sim.running.values():
+            job = rj.job
+            forward, transfer, latency, _ = sim._stage_arrays(job, rj.placement)
+            transfer[:] = transfer_time_s(job.activation_bytes, net.intra_bandwidth_gbps)
+            latency[:] = float(net.intra_latency_s)
+            timing_model = simulator.PlacementTiming(
+                env.world, job, rj.placement, forward, transfer, latency, np.zeros(0, dtype=np.intp), timing == "exact"
+            )
+            assert sim.local_iteration_s_of(job, rj.placement) == timing_model.at(0.0)[0]
+            checked += 1
+        if terminated or truncated:
+            break
+    assert checked > 30
