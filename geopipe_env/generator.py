@@ -63,6 +63,8 @@ class Job:
     profile_key: tuple = field(init=False, repr=False)
     stage_gpus: int = field(init=False, repr=False)  # GPUs one stage takes in its region: t·d
     wan_message_bytes: float = field(init=False, repr=False)  # on a cross-region boundary per micro-batch and way: d·A
+    num_gpus: int = field(init=False, repr=False)  # S·t·d
+    isolated_duration_s: float = field(init=False, repr=False)  # iterations × isolated iteration time
 
     def __post_init__(self) -> None:
         # The model's name, then what a layout's timing reads of the job: its stage times per region and its
@@ -74,14 +76,8 @@ class Job:
         object.__setattr__(self, "profile_key", key)
         object.__setattr__(self, "stage_gpus", self.gpus_per_stage * self.data_parallel)
         object.__setattr__(self, "wan_message_bytes", self.data_parallel * self.activation_bytes)
-
-    @property
-    def num_gpus(self) -> int:
-        return self.num_stages * self.stage_gpus
-
-    @property
-    def isolated_duration_s(self) -> float:
-        return self.iterations * self.isolated_iteration_s
+        object.__setattr__(self, "num_gpus", self.num_stages * self.stage_gpus)
+        object.__setattr__(self, "isolated_duration_s", self.iterations * self.isolated_iteration_s)
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -67,24 +67,35 @@ def _normalise_prices(values: np.ndarray) -> np.ndarray:
     return values / scale
 
 
+# Columns of the encoder's per-job table (ObservationEncoder._job_table): the queue features that do not change
+# while a job waits, and what the candidate features divide by.
+JOB_SHARE, JOB_LOG_ISOLATED, JOB_LOG_DEMAND, JOB_ARRIVAL, JOB_ISOLATED_ITERATION = range(5)
+
+
 @njit(cache=True)
 def _encode_compiled(
-    template, out, num_regions, region_rows, queue_rows, global_at, util_index,
-    free_gpus, num_gpus, hourly, link_load, capacity, linked, out_links,
-    slot_jobs, job_share, job_log_isolated, job_log_demand, job_arrival_s, now_s, t_ref_s,
+    template, out, num_regions, region_at, links_at, queue_at, candidate_at, global_at, util_index,
+    free_gpus, num_gpus, hourly, hour, link_load, capacity, linked, out_links,
+    slot_jobs, job_table, now_s, t_ref_s,
     num_waiting, num_running, num_jobs, total_gpus, start_hour, horizon_s, num_links,
-    candidate_of, candidate_f, candidate_length, slot_isolated_iteration_s, c_ref_usd, carbon_ref_kg, candidate_rows,
-    gap_s,
+    candidate_of, candidate_f, candidate_length, c_ref_usd, carbon_ref_kg, gap_s,
 ) -> None:
     """``ObservationEncoder.encode`` of a compiled candidate table into the flat float32 ``out``, operation for
     operation (numpy's pairwise sums included), so the two observations are equal.
 
-    ``region_rows`` (max_regions, 8), ``queue_rows`` (Q, 6) and ``candidate_rows`` (Q·K, 8) are views of ``out``;
-    ``global_at`` is where the global features start and ``util_index`` (R²,) where the links' utilisations go.
-    ``gap_s`` is the time a wait would skip (:meth:`ObservationEncoder._gap_s`).
+    ``region_at``, ``links_at``, ``queue_at``, ``candidate_at`` and ``global_at`` are where the regions
+    (max_regions, 8), links, queue (Q, 6), candidates (Q·K, 8) and global tables start in ``out``; ``util_index``
+    (R²,) is where the links' utilisations go. ``hourly`` (H, R, 3) holds the regions' price, forecast and carbon features per hour, read at
+    ``hour``. ``slot_jobs`` are the visible jobs' ids, rows of ``job_table`` (J, 5) (``JOB_*`` columns), and
+    ``candidate_of`` (Q, K) the table's candidates. ``gap_s`` is the time a wait would skip
+    (:meth:`ObservationEncoder._gap_s`).
     """
     out[:] = template
     n = num_regions
+    queue_slots, num_strategies = candidate_of.shape
+    region_rows = out[region_at:links_at].reshape((-1, len(REGION_FEATURES)))
+    queue_rows = out[queue_at:candidate_at].reshape((queue_slots, len(QUEUE_FEATURES)))
+    candidate_rows = out[candidate_at:global_at].reshape((queue_slots * num_strategies, len(CANDIDATE_FEATURES)))
     util = np.zeros((n, n))
     out_util = np.empty(n)
     for i in range(n):
@@ -96,27 +107,30 @@ def _encode_compiled(
     for i in range(n):
         row = region_rows[i]
         row[1] = free_gpus[i] / num_gpus[i]
-        row[3], row[4], row[5] = hourly[i, 0], hourly[i, 1], hourly[i, 2]
+        row[3], row[4], row[5] = hourly[hour, i, 0], hourly[hour, i, 1], hourly[hour, i, 2]
         row[7] = out_util[i] / out_links[i]
-    queue_slots = queue_rows.shape[0]
+    num_slots = slot_jobs.shape[0]
     can_start = np.zeros(queue_slots)
+    slot_isolated_iteration_s = np.empty(num_slots)
+    for slot in range(num_slots):
+        slot_isolated_iteration_s[slot] = job_table[slot_jobs[slot], JOB_ISOLATED_ITERATION]
     wan_scale = max(n - 1, 1)
-    candidate_features(candidate_of, candidate_f, candidate_length, slot_isolated_iteration_s, t_ref_s, c_ref_usd,
-                       float(wan_scale), carbon_ref_kg, candidate_rows, can_start)
-    for slot in range(slot_jobs.shape[0]):
-        j = slot_jobs[slot]
+    candidate_features(candidate_of[:num_slots], candidate_f, candidate_length, slot_isolated_iteration_s, t_ref_s,
+                       c_ref_usd, float(wan_scale), carbon_ref_kg, candidate_rows, can_start)
+    for slot in range(num_slots):
+        job = job_table[slot_jobs[slot]]
         row = queue_rows[slot]
         row[0] = 1.0
-        row[1] = job_share[j]
-        row[2] = job_log_isolated[j]
-        row[3] = job_log_demand[j]
-        row[4] = (now_s - job_arrival_s[j]) / t_ref_s
+        row[1] = job[JOB_SHARE]
+        row[2] = job[JOB_LOG_ISOLATED]
+        row[3] = job[JOB_LOG_DEMAND]
+        row[4] = (now_s - job[JOB_ARRIVAL]) / t_ref_s
         row[5] = can_start[slot]
-    hour = (start_hour + now_s / SECONDS_PER_HOUR) % 24.0
+    hour_of_day = (start_hour + now_s / SECONDS_PER_HOUR) % 24.0
     allocated = total_gpus - float(free_gpus.sum())
     mean_util = kernels.pairwise_sum(out_util, n) / num_links if num_links else 0.0
-    out[global_at] = np.sin(2 * np.pi * hour / 24.0)
-    out[global_at + 1] = np.cos(2 * np.pi * hour / 24.0)
+    out[global_at] = np.sin(2 * np.pi * hour_of_day / 24.0)
+    out[global_at + 1] = np.cos(2 * np.pi * hour_of_day / 24.0)
     out[global_at + 2] = max(num_waiting - queue_slots, 0) / queue_slots
     out[global_at + 3] = num_running / max(num_jobs, 1)
     out[global_at + 4] = allocated / total_gpus
@@ -131,15 +145,17 @@ def _encode_compiled(
 
 
 def warm_up() -> None:
-    """Call the compiled encoder once on a one-region, one-slot observation, so that loading it happens before the
-    first episode (see ``physics.kernels.warm_up``)."""
-    f32 = np.zeros(16, dtype=np.float32)
-    ints, ones = np.zeros(1, dtype=np.int64), np.ones(1)
+    """Call the compiled encoder once on a one-region, one-slot, one-strategy observation, so that loading it happens
+    before the first episode (see ``physics.kernels.warm_up``)."""
+    layout = obs_layout(1, 1, 1)
+    starts = np.cumsum([0] + [int(np.prod(shape)) for shape in layout.values()])
+    f32 = np.zeros(int(starts[-1]), dtype=np.float32)
+    ints = np.zeros(1, dtype=np.int64)
     _encode_compiled(
-        f32, f32.copy(), 1, np.zeros((1, 8), dtype=np.float32), np.zeros((1, 6), dtype=np.float32), 0, ints, ints + 1,
-        ints + 1, np.zeros((1, 3), dtype=np.float32), np.zeros((1, 1)), np.ones((1, 1)), np.ones((1, 1), dtype=np.bool_),
-        ints + 1, ints, ones, ones, ones, ones, 0.0, 1.0, 1, 0, 1, 1.0, 0.0, 1.0, 1, np.full((1, 1), -1, dtype=np.int64),
-        np.zeros((1, 7)), ints, ones, 1.0, 1.0, np.zeros((1, 8), dtype=np.float32), 1.0,
+        f32, f32.copy(), 1, *(int(at) for at in starts[:5]), ints, ints + 1, ints + 1,
+        np.zeros((1, 1, 3), dtype=np.float32), 0, np.zeros((1, 1)), np.ones((1, 1)), np.ones((1, 1), dtype=np.bool_),
+        ints + 1, ints, np.ones((1, 5)), 0.0, 1.0, 1, 0, 1, 1.0, 0.0, 1.0, 1, np.full((1, 1), -1, dtype=np.int64),
+        np.zeros((1, 7)), ints, 1.0, 1.0, 1.0,
     )
 
 
@@ -176,6 +192,7 @@ class ObservationEncoder:
                 world_constants[key] = constants
         (self.total_gpus, self.max_bw, self.median_bw, self.max_lat, self._keys, self._slices, self._shapes,
          self._template, self._linked, self._num_links, self._out_links, self._util_index) = constants
+        self._starts = tuple(part.start for part in self._slices)  # where each table starts in the flat array
         carbon_mean = float(np.abs(world.carbon.values).mean())
         self.carbon_scale = carbon_mean if carbon_mean > 0 else 1.0
         # Per-hour price features, normalised across regions: now, and the mean of the next FORECAST_H hours.
@@ -195,13 +212,13 @@ class ObservationEncoder:
         hourly[:, :, 1] = _normalise_prices(forecast).T
         hourly[:, :, 2] = (world.carbon.values / self.carbon_scale).T
         self._last_hour = num_hours - 1
-        # Per job, the queue features that do not change while it waits (as encode computes them).
-        jobs = world.jobs
-        self._job_share = np.array([job.num_gpus / self.total_gpus for job in jobs])
-        self._job_log_isolated = np.array([math.log(job.isolated_duration_s / self.t_ref_s) for job in jobs])
-        self._job_log_demand = np.array([math.log(job.typical_demand_gbps / self.median_bw) for job in jobs])
-        self._job_arrival_s = np.array([job.arrival_s for job in jobs])
-        self._job_isolated_iteration_s = np.array([job.isolated_iteration_s for job in jobs])
+        # Per job, the queue features that do not change while it waits (as encode computes them) and its isolated
+        # iteration time, by the JOB_* columns.
+        self._job_table = np.array([
+            (job.num_gpus / self.total_gpus, math.log(job.isolated_duration_s / self.t_ref_s),
+             math.log(job.typical_demand_gbps / self.median_bw), job.arrival_s, job.isolated_iteration_s)
+            for job in world.jobs
+        ])
         self._capacity: tuple = (None, None)  # (the simulator's capacity array, it with zeros replaced by 1)
 
     @staticmethod
@@ -327,22 +344,16 @@ class ObservationEncoder:
         if self._capacity[0] is not sim.capacity_gbps:  # the simulator replaces the array when capacities change
             self._capacity = (sim.capacity_gbps, np.where(sim.capacity_gbps > 0, sim.capacity_gbps, 1.0))
         flat = np.empty_like(self._template)
-        parts = [flat[part] for part in self._slices]  # the observation's values; views of three of its tables
-        shapes = self._shapes
-        regions, q, c = parts[0].reshape(shapes[0]), parts[2].reshape(shapes[2]), parts[3].reshape(shapes[3])
         now = sim.now_s
-        hourly = self._hourly[min(int(now // SECONDS_PER_HOUR), self._last_hour)]
-        slot_jobs = table.visible_ids
         _encode_compiled(
-            self._template, flat, w.num_regions, regions, q, self._slices[4].start, self._util_index,
-            sim.free_gpus, w.num_gpus, hourly, sim.link_load_gbps, self._capacity[1], self._linked, self._out_links,
-            slot_jobs, self._job_share, self._job_log_isolated, self._job_log_demand, self._job_arrival_s, now,
-            self.t_ref_s, len(queue), len(sim.running), len(w.jobs), self.total_gpus, float(w.start_hour),
-            w.horizon_s, self._num_links, table.candidate_of[: table.num_slots], table.candidate_f,
-            table.candidate_length, self._job_isolated_iteration_s[slot_jobs], self.c_ref_usd, self.carbon_ref_kg, c,
-            self._gap_s(sim),
+            self._template, flat, w.num_regions, *self._starts, self._util_index,
+            sim.free_gpus, w.num_gpus, self._hourly, min(int(now // SECONDS_PER_HOUR), self._last_hour),
+            sim.link_load_gbps, self._capacity[1], self._linked, self._out_links, table.visible_ids, self._job_table,
+            now, self.t_ref_s, len(queue), len(sim.running), len(w.jobs), self.total_gpus, float(w.start_hour),
+            w.horizon_s, self._num_links, table.candidate_of, table.candidate_f, table.candidate_length,
+            self.c_ref_usd, self.carbon_ref_kg, self._gap_s(sim),
         )
-        return dict(zip(self._keys, parts))
+        return {key: flat[part] for key, part in zip(self._keys, self._slices)}
 
     def _gap_s(self, sim: ClusterSim) -> float:
         """The Δt a wait would skip: to the simulator's next event (arrival, completion or hour tick) or to the
