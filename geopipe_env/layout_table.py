@@ -3,10 +3,11 @@
 A layout's timing at any allocated rate needs only what :func:`pipeline.model_parts` gives plus its
 no-stall demand and all-reduce time. :class:`LayoutTable` stores these once per layout, in rows of flat arrays
 that compiled code reads by integer id (``geopipe_env.physics.kernels.iteration_total_s``), and finds a
-placement's id by a hash of it (``kernels.find_layout``). Compiled code times and stores a new layout
-(``kernels.store_layout``); the simulator's Python model (:meth:`ClusterSim.timing_parts`, stored by
-:meth:`LayoutTable.store`) stays the reference it is tested against. The envs of a process share one table per
-world timing (:func:`shared_table`): layouts recur across episodes and envs of one scenario.
+placement's id by a hash of it in an open-addressing index, a plain array (``kernels.find_layout``). Compiled
+code times and stores a new layout (``kernels.store_layout``); the simulator's Python model
+(:meth:`ClusterSim.timing_parts`, stored by :meth:`LayoutTable.store`) stays the reference it is tested against.
+The envs of a process share one table per world timing (:func:`shared_table`): layouts recur across episodes and
+envs of one scenario.
 """
 
 from __future__ import annotations
@@ -32,12 +33,15 @@ class LayoutTable:
         self.layout_i = np.zeros((16, kernels.NUM_LAYOUT_INTS), dtype=np.int64)  # (capacity, NUM_LAYOUT_INTS)
         self.arrays = np.zeros(4096)  # the layouts' 1F1B path lines, one after the other
         self.places = np.zeros(256, dtype=np.int64)  # the layouts' regions and stages, one after the other
+        # Hash slot → layout id (kernels.find_layout), with room for as many layouts as the rows above: an array, not
+        # a numba typed dict, whose unboxing alone costs about 1 µs a call.
+        self.index = kernels.new_layout_index(self.layout_f.shape[0])
         self.clear()
 
     def clear(self) -> None:
         """Forget every layout and profile. The arrays keep their size (what lies past the used part is never
         read), so a table that fills and empties again and again holds the same memory."""
-        self.index = kernels.new_layout_index()  # key → layout id (a numba typed dict)
+        self.index.fill(kernels.EMPTY_SLOT)
         self.profiles: dict[tuple, int] = {}  # Job.profile_key → profile id
         self.num_layouts = 0
         self._arrays_used = 0
@@ -66,18 +70,21 @@ class LayoutTable:
         as :meth:`store` of :meth:`ClusterSim.timing_parts`, the Python reference (tests/test_kernels.py)."""
         pid = self.profile_id(job)
         length = regions.size
-        lay, key = kernels.find_layout(self.index, self.layout_i, self.places, pid, regions, stages, length)
+        lay, slot = kernels.find_layout(self.index, self.layout_i, self.places, pid, regions, stages, length)
         if lay >= 0:
             return lay
         m = job.num_microbatches
         tab = pipeline.path_tables(job.num_stages, max(m - 1, 1))
+        index = self.index
         lay = self._reserve(2 * m + 3 * tab.segment.size, 2 * length)  # tail lines ≤ M, segment lines ≤ B
+        if self.index is not index:  # a grown index: the placement's free slot moved
+            slot = kernels.find_layout(self.index, self.layout_i, self.places, pid, regions, stages, length)[1]
         world = sim.world
         net = world.scenario.network
         self._arrays_used, self._places_used = kernels.store_layout(
             job.forward_s, job.activation_bytes, job.wan_message_bytes, job.allreduce_s, m,
             world.scenario.pipeline_schedule == pipeline.GPIPE, regions, stages, length, sim.capacity_gbps,
-            world.latency_s, float(net.intra_bandwidth_gbps), float(net.intra_latency_s), tab, pid, key, self.index,
+            world.latency_s, float(net.intra_bandwidth_gbps), float(net.intra_latency_s), tab, pid, slot, self.index,
             self.layout_f, self.layout_i, self.arrays, self._arrays_used, self.places, self._places_used, lay,
         )
         self.num_layouts += 1
@@ -90,6 +97,8 @@ class LayoutTable:
         if lay == self.layout_f.shape[0]:
             self.layout_f = np.concatenate((self.layout_f, np.zeros_like(self.layout_f)))
             self.layout_i = np.concatenate((self.layout_i, np.zeros_like(self.layout_i)))
+            self.index = kernels.new_layout_index(self.layout_f.shape[0])
+            kernels.rebuild_index(self.index, self.layout_i, self.places, lay)
         self.arrays = _grown(self.arrays, self._arrays_used + floats)
         self.places = _grown(self.places, self._places_used + ints)
         return lay
@@ -101,16 +110,18 @@ class LayoutTable:
         regions: np.ndarray,
         stages: np.ndarray,
         extra: tuple[float, float, float],
-        key: int | None = None,
+        slot: int | None = None,
     ) -> int:
         """Append a layout: its model's ``parts``, profile id, placement and ``(all-reduce s, demand Gbit/s, WAN
-        message bytes)``, indexed at ``key`` (default: the first free key from its hash). Its id."""
-        if key is None:
-            key = kernels.find_layout(self.index, self.layout_i, self.places, profile, regions, stages, regions.size)[1]
+        message bytes)``, indexed at ``slot`` or the first free one after it (default: the first free one from its
+        hash). Its id."""
         path_arrays = np.concatenate(
             (parts.tail_slope, parts.tail_intercept, parts.segment_slope, parts.segment_start, parts.segment_end)
         )
+        index = self.index
         lay = self._reserve(path_arrays.size, 2 * regions.size)
+        if slot is None or self.index is not index:  # a grown index holds every layout at new slots
+            slot = kernels.find_layout(self.index, self.layout_i, self.places, profile, regions, stages, regions.size)[1]
         self.arrays[self._arrays_used:self._arrays_used + path_arrays.size] = path_arrays
         self.places[self._places_used:self._places_used + 2 * regions.size] = np.concatenate((regions, stages))
         f, s, x, lat = parts.uniform
@@ -126,7 +137,7 @@ class LayoutTable:
         self._arrays_used += path_arrays.size
         self._places_used += 2 * regions.size
         self.num_layouts += 1
-        kernels.index_layout(self.index, key, lay)
+        kernels.index_layout(self.index, slot, lay)
         return lay
 
 

@@ -261,7 +261,8 @@ def test_store_layout_equals_the_python_model(scenario, schedule):
     assert np.array_equal(compiled.layout_i[:lay + 1], reference.layout_i[:lay + 1])
     assert np.array_equal(compiled.arrays[:compiled._arrays_used], reference.arrays[:reference._arrays_used])
     assert np.array_equal(compiled.places[:compiled._places_used], reference.places[:reference._places_used])
-    assert dict(compiled.index) == dict(reference.index)
+    for table in (compiled, reference):  # each indexes every layout once (the emptied one in more slots)
+        assert sorted(table.index[table.index != kernels.EMPTY_SLOT]) == list(range(table.num_layouts))
     if schedule == pipeline.GPIPE:
         assert kinds == {pipeline.MODEL_GPIPE}
     else:  # the toy world's jobs have two stages on GPUs alike: a single hop, always the closed form
@@ -320,19 +321,42 @@ def test_fixed_paths_equal_the_python_ones():
 
 
 def test_find_layout_walks_past_hash_collisions():
-    """A placement whose hash key another placement holds is stored at the next key and found there, as
-    itself; the placement at the key is not mistaken for it."""
+    """A placement whose hash slot another placement holds is stored at the next slot and found there, as
+    itself; the placement at the slot is not mistaken for it. The search wraps around the index's end."""
     table = LayoutTable()
     parts = pipeline.model_parts(np.ones(2), 2 * np.ones(2), np.ones(1), np.zeros(1), 4)
     a_regions, a_stages = np.array([0, 1]), np.array([1, 1])
-    key_a = kernels.layout_key(0, a_regions, a_stages, 2)
-    # Another placement sits at a's key, as if its hash had collided with a's.
-    other = table.store(parts, 0, np.array([1, 0]), np.array([1, 1]), (0.0, 0.0, 0.0), key=key_a)
-    assert kernels.find_layout(table.index, table.layout_i, table.places, 0, a_regions, a_stages, 2) == (-1, key_a + 1)
+    wrap = table.index.size - 1
+    slot_a = kernels.layout_key(0, a_regions, a_stages, 2) & wrap
+    # Another placement sits at a's slot, as if its hash had collided with a's.
+    other = table.store(parts, 0, np.array([1, 0]), np.array([1, 1]), (0.0, 0.0, 0.0), slot=slot_a)
+    next_a = (slot_a + 1) & wrap
+    assert kernels.find_layout(table.index, table.layout_i, table.places, 0, a_regions, a_stages, 2) == (-1, next_a)
     a = table.store(parts, 0, a_regions, a_stages, (0.0, 0.0, 0.0))
-    assert table.index[key_a] == other and table.index[key_a + 1] == a != other
-    assert kernels.find_layout(table.index, table.layout_i, table.places, 0, a_regions, a_stages, 2) == (a, key_a + 1)
+    assert table.index[slot_a] == other and table.index[next_a] == a != other
+    assert kernels.find_layout(table.index, table.layout_i, table.places, 0, a_regions, a_stages, 2) == (a, next_a)
     assert kernels.find_layout(table.index, table.layout_i, table.places, 1, a_regions, a_stages, 2)[0] == -1
+    # At the last slot, the next is the first.
+    table.clear()
+    other = table.store(parts, 0, np.array([1, 0]), np.array([1, 1]), (0.0, 0.0, 0.0), slot=wrap)
+    assert kernels.index_layout(table.index, wrap, 5) == 0 and table.index[0] == 5
+
+
+def test_layout_index_grows_with_the_table():
+    """Past its first rows the table doubles them and rebuilds its index, twice their number of slots: every
+    layout stored before and after is found where it was, and fewer than half the slots are ever taken."""
+    table = LayoutTable()
+    parts = pipeline.model_parts(np.ones(1), 2 * np.ones(1), np.zeros(0), np.zeros(0), 4)
+    sizes = set()
+    for lay in range(100):
+        assert table.store(parts, lay, np.array([lay % 7]), np.array([1 + lay // 7]), (0.0, 0.0, 0.0)) == lay
+        assert np.count_nonzero(table.index != kernels.EMPTY_SLOT) == lay + 1 <= table.index.size // 2
+        sizes.add(table.index.size)
+    assert sizes == {32, 64, 128, 256}
+    for lay in range(100):
+        got = kernels.find_layout(table.index, table.layout_i, table.places, lay, np.array([lay % 7]),
+                                  np.array([1 + lay // 7]), 1)[0]
+        assert got == lay
 
 
 def test_layout_table_pickles_empty():
@@ -341,7 +365,7 @@ def test_layout_table_pickles_empty():
     parts = pipeline.model_parts(np.ones(1), 2 * np.ones(1), np.zeros(0), np.zeros(0), 4)
     table.store(parts, 0, np.array([0]), np.array([1]), (0.0, 0.0, 0.0))
     clone = pickle.loads(pickle.dumps(table))
-    assert table.num_layouts == 1 and clone.num_layouts == 0 and len(clone.index) == 0
+    assert table.num_layouts == 1 and clone.num_layouts == 0 and (clone.index == kernels.EMPTY_SLOT).all()
 
 
 def test_pairwise_sum_equals_numpy_sum():

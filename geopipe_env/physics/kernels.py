@@ -15,8 +15,7 @@ kernels call it (``find geopipe_env -name '*.nb[ci]' -delete``), or they keep ru
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
-from numba.typed import Dict
+from numba import njit
 
 from geopipe_env.units import BITS_PER_BYTE, BITS_PER_GBIT, GRAMS_PER_KG, SECONDS_PER_HOUR, WATTS_PER_KW
 
@@ -591,9 +590,9 @@ def model_total_s(forward, transfer, hop_latency, m, gpipe, tab, min_cadence_s):
 
 @njit(cache=True)
 def store_layout(forward_r, activation_bytes, wan_message_bytes, allreduce_s, m, gpipe, regions, stages, length,
-                 line_gbps, latency, intra_gbps, intra_latency_s, tab, profile, key, index, layout_f, layout_i, arrays,
+                 line_gbps, latency, intra_gbps, intra_latency_s, tab, profile, slot, index, layout_f, layout_i, arrays,
                  arrays_used, places, places_used, lay):
-    """Time a job profile's placement and store it as layout ``lay`` of a layout table, indexed at ``key``: what
+    """Time a job profile's placement and store it as layout ``lay`` of a layout table, indexed at ``slot`` (or the next free one): what
     ``layout_table.LayoutTable.store`` does with ``ClusterSim.timing_parts`` (its stage arrays, ``pipeline.
     model_parts`` and the no-stall demand), operation for operation, in one call.
 
@@ -627,13 +626,13 @@ def store_layout(forward_r, activation_bytes, wan_message_bytes, allreduce_s, m,
     ints[LI_PROFILE], ints[LI_PATH], ints[LI_HOPS] = profile, places_used, length - 1
     places[places_used:places_used + length] = regions[:length]
     places[places_used + length:places_used + 2 * length] = stages[:length]
-    index_layout(index, key, lay)
+    index_layout(index, slot, lay)
     return arrays_used, places_used + 2 * length
 
 
 @njit(cache=True)
 def layout_key(profile: int, regions: np.ndarray, stages: np.ndarray, length: int) -> int:
-    """A 64-bit hash (FNV-1a) of a job profile's placement: where the layout table first looks for it."""
+    """A 64-bit hash (FNV-1a) of a job profile's placement: where the layout table's index first looks for it."""
     h = _FNV_OFFSET
     h = (h ^ np.uint64(profile)) * _FNV_PRIME
     for i in range(length):
@@ -643,15 +642,18 @@ def layout_key(profile: int, regions: np.ndarray, stages: np.ndarray, length: in
 
 
 @njit(cache=True)
-def find_layout(index, layout_i: np.ndarray, places: np.ndarray, profile: int, regions: np.ndarray, stages: np.ndarray,
-                length: int) -> tuple[int, int]:
-    """``(layout id, key)`` of a profile's placement in a layout table, or ``(-1, the key to insert it at)``.
+def find_layout(index: np.ndarray, layout_i: np.ndarray, places: np.ndarray, profile: int, regions: np.ndarray,
+                stages: np.ndarray, length: int) -> tuple[int, int]:
+    """``(layout id, slot)`` of a profile's placement in a layout table, or ``(-1, the slot to insert it at)``.
 
-    ``index`` maps keys to layout ids; a key taken by another placement (a hash collision) sends the search on
-    to the next key, so every id found is checked against the placement it holds."""
-    key = layout_key(profile, regions, stages, length)
-    while key in index:
-        lay = index[key]
+    ``index`` is an open-addressing hash table: a power-of-two number of slots, each a layout id or ``EMPTY_SLOT``,
+    fewer than half of them taken (:func:`new_layout_index`). The search starts at the slot of the placement's
+    :func:`layout_key` and walks on past slots that hold other placements (hash collisions), so every id found is
+    checked against the placement it holds."""
+    wrap = np.int64(index.shape[0] - 1)
+    slot = layout_key(profile, regions, stages, length) & wrap
+    while index[slot] != EMPTY_SLOT:
+        lay = index[slot]
         at = layout_i[lay, LI_PATH]
         same = layout_i[lay, LI_PROFILE] == profile and layout_i[lay, LI_HOPS] + 1 == length
         i = 0
@@ -659,25 +661,41 @@ def find_layout(index, layout_i: np.ndarray, places: np.ndarray, profile: int, r
             same = places[at + i] == regions[i] and places[at + length + i] == stages[i]
             i += 1
         if same:
-            return lay, key
-        key += 1
-    return -1, key
+            return lay, slot
+        slot = (slot + 1) & wrap
+    return -1, slot
+
+
+EMPTY_SLOT = -1  # a free slot of a layout index
+
+
+def new_layout_index(num_layouts: int) -> np.ndarray:
+    """An empty index for up to ``num_layouts`` layouts (:func:`find_layout`): the least power of two of slots that
+    is at least twice as many, so that no more than half of them are ever taken and searches stay short."""
+    slots = 2
+    while slots < 2 * num_layouts:
+        slots *= 2
+    return np.full(slots, EMPTY_SLOT, dtype=np.int64)
 
 
 @njit(cache=True)
-def new_layout_index():
-    """An empty key → layout id map for :func:`find_layout` (made in compiled code: numba compiles the typed
-    dict's Python-side methods anew in every process, so Python never touches it)."""
-    return Dict.empty(key_type=types.int64, value_type=types.int64)
+def index_layout(index: np.ndarray, slot: int, lay: int) -> int:
+    """Put layout ``lay`` at ``slot`` of an index, or at the next free slot after it (a collision); the slot used."""
+    wrap = index.shape[0] - 1
+    while index[slot] != EMPTY_SLOT:
+        slot = (slot + 1) & wrap
+    index[slot] = lay
+    return slot
 
 
 @njit(cache=True)
-def index_layout(index, key: int, lay: int) -> int:
-    """Put layout ``lay`` at ``key``, or at the next free key after it (a collision); the key used."""
-    while key in index:
-        key += 1
-    index[key] = lay
-    return key
+def rebuild_index(index: np.ndarray, layout_i: np.ndarray, places: np.ndarray, num_layouts: int) -> None:
+    """Put layouts ``0 … num_layouts − 1`` of a table into the empty ``index``, in order (a grown table's index)."""
+    wrap = np.int64(index.shape[0] - 1)
+    for lay in range(num_layouts):
+        at, length = layout_i[lay, LI_PATH], layout_i[lay, LI_HOPS] + 1
+        key = layout_key(layout_i[lay, LI_PROFILE], places[at:at + length], places[at + length:at + 2 * length], length)
+        index_layout(index, key & wrap, lay)
 
 
 @njit(cache=True)
@@ -746,6 +764,9 @@ def warm_up() -> None:
     advance_hours(0.0, 1.0, 0.0, 0.0, jobs, regions, 0.0, series, 0, 0, np.zeros(6))
     advance_to_event(0.0, 1.0, 0.0, 0.0, True, jobs, regions, 0.0, series, 0, 0, np.zeros(6))
     region_power(np.zeros((1, 1)), running, np.zeros(1), np.zeros(1))
-    find_layout(new_layout_index(), np.zeros((1, NUM_LAYOUT_INTS), dtype=np.int64), running, 0, running, running, 1)
+    layout_i = np.zeros((1, NUM_LAYOUT_INTS), dtype=np.int64)
+    index = new_layout_index(1)
+    find_layout(index, layout_i, running, 0, running, running, 1)
+    rebuild_index(index, layout_i, np.zeros(2, dtype=np.int64), 1)
     reallocate(running, one, np.zeros((1, 1), dtype=np.int64), np.zeros(1, dtype=np.int64), one, np.zeros(1),
                np.zeros(1), 0.0, one, running, 0, np.zeros(1, dtype=np.int64), np.zeros((1, 1)), np.zeros(1), np.zeros(1))
