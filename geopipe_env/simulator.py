@@ -279,19 +279,16 @@ class ClusterSim:
         # energy kWh, cost USD, carbon kg, WAN bytes, allocated GPU·s and job·s (Σ over jobs in the system of
         # time: the JCT integral), by kernels.ENERGY_KWH … JOB_SECONDS; read through the properties below.
         self._totals = np.zeros(6)
-        # Per job id, while it runs: iterations left, iteration time, WAN bytes per second, power per region,
-        # demand, and its directed WAN links as flat indices into (R, R) (RunningJob reads these).
-        self._remaining_iters = np.zeros(n_jobs)
-        self._iteration_s = np.zeros(n_jobs)
-        self._wan_bytes_per_s = np.zeros(n_jobs)
-        self._power_w = np.zeros((n_jobs, world.num_regions))
-        self._demand_gbps = np.zeros(n_jobs)
+        # Per job id, while it runs: iterations left, iteration time, WAN bytes per second, demand, the last
+        # allocation, the rate it was last timed at (RunningJob reads these), its directed WAN links as flat indices
+        # into (R, R) and how many, and the capacity version it was timed at: rows of one float and one int table
+        # (kernels.JF_*, JI_*), which the kernels take whole.
+        self._job_f = np.zeros((kernels.NUM_JOB_FLOATS, n_jobs))
+        self._job_i = np.zeros((kernels.NUM_JOB_INTS, n_jobs), dtype=np.int64)
+        self._bind_job_rows()
+        self._timed_at_capacity[:] = -1
+        self._power_w = np.zeros((n_jobs, world.num_regions))  # per region
         self._job_links = np.zeros((n_jobs, max(2 * (world.num_regions - 1), 1)), dtype=np.int64)
-        self._job_num_links = np.zeros(n_jobs, dtype=np.int64)
-        self._rates = np.zeros(n_jobs)  # the last allocation
-        self._rate_gbps = np.zeros(n_jobs)  # the rate each job was last timed at
-        self._timed_at_capacity = np.full(n_jobs, -1, dtype=np.int64)  # and the capacity version
-        self._stale = np.zeros(n_jobs, dtype=np.int64)  # scratch: the jobs to retime
         self._running_ids = np.zeros(0, dtype=np.int64)  # the running jobs' ids, in ``running``'s order
         self.region_power_w = np.zeros(world.num_regions)
         self._region_kw = (np.zeros(world.num_regions), 0.0)  # region_power_w in kW, and its sum in W
@@ -321,9 +318,19 @@ class ClusterSim:
         self._series = (world.price.prefix_h, world.price.values, world.carbon.prefix_h, world.carbon.values,
                         self._has_carbon)
 
-    def _jobs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The running jobs as kernels.advance_interval reads them: their ids, then the per-job arrays it uses."""
-        return self._running_ids, self._remaining_iters, self._iteration_s, self._wan_bytes_per_s
+    def _bind_job_rows(self) -> None:
+        """Name the rows of the per-job tables (views: writing one writes the table the kernels read)."""
+        f, i = self._job_f, self._job_i
+        self._remaining_iters, self._iteration_s = f[kernels.JF_REMAINING], f[kernels.JF_ITERATION]
+        self._wan_bytes_per_s, self._demand_gbps = f[kernels.JF_WAN_BYTES], f[kernels.JF_DEMAND]
+        self._rates, self._rate_gbps = f[kernels.JF_RATE], f[kernels.JF_TIMED_RATE]  # the last allocation; timed at
+        self._job_num_links, self._timed_at_capacity = i[kernels.JI_NUM_LINKS], i[kernels.JI_TIMED_CAPACITY]
+        self._stale = i[kernels.JI_STALE]  # scratch: the jobs to retime
+
+    def __setstate__(self, state: dict) -> None:
+        """Unpickled (or deep-copied), the rows are arrays of their own: bind them to the tables again."""
+        self.__dict__.update(state)
+        self._bind_job_rows()
 
     # ------------------------------------------------------------------ totals
     energy_kwh = property(lambda self: float(self._totals[kernels.ENERGY_KWH]), doc="facility energy so far, kWh")
@@ -361,7 +368,7 @@ class ClusterSim:
             return
         kw, total_w = self._billed_power()
         kernels.advance_interval(
-            self.now_s, t_s, self._jobs(), kw, total_w, self._series, self._allocated_gpus,
+            self.now_s, t_s, self._running_ids, self._job_f, kw, total_w, self._series, self._allocated_gpus,
             len(self.waiting) + len(self.running), self._totals,
         )
         self.now_s = t_s
@@ -383,8 +390,8 @@ class ClusterSim:
         kw, total_w = self._billed_power()
         quiet_hours = quiet_hours and self.world.scenario.network.background is None
         self.now_s, self._tick_s, reached = kernels.advance_to_event(
-            self.now_s, self._tick_s, self._events.peek(), limit_s, quiet_hours, self._jobs(), kw, total_w,
-            self._series, self._allocated_gpus, len(self.waiting) + len(self.running), self._totals,
+            self.now_s, self._tick_s, self._events.peek(), limit_s, quiet_hours, self._running_ids, self._job_f, kw,
+            total_w, self._series, self._allocated_gpus, len(self.waiting) + len(self.running), self._totals,
         )
         if reached:
             self._process_events_at(self.now_s)
@@ -412,8 +419,8 @@ class ClusterSim:
             return
         kw, total_w = self._billed_power()
         self.now_s, self._tick_s = kernels.advance_hours(
-            self.now_s, self._tick_s, self._events.peek(), limit_s, self._jobs(), kw, total_w, self._series,
-            self._allocated_gpus, len(self.waiting) + len(self.running), self._totals,
+            self.now_s, self._tick_s, self._events.peek(), limit_s, self._running_ids, self._job_f, kw, total_w,
+            self._series, self._allocated_gpus, len(self.waiting) + len(self.running), self._totals,
         )
 
     def _handle(self, ev: Event) -> bool:
@@ -619,9 +626,8 @@ class ClusterSim:
         power = np.zeros(num_regions)
         kw = np.empty(num_regions)
         self.max_link_utilization, count, total_w = kernels.reallocate(
-            ids, self._demand_gbps, self._job_links, self._job_num_links, self.capacity_gbps.ravel(), self._rates,
-            link_load, self.max_link_utilization, self._rate_gbps, self._timed_at_capacity, self._capacity_version,
-            self._stale, self._power_w, power, kw,
+            ids, self._job_f, self._job_i, self._job_links, self.capacity_gbps, link_load, self.max_link_utilization,
+            self._capacity_version, self._power_w, power, kw,
         )
         self.link_load_gbps = link_load.reshape(num_regions, num_regions)
         if count:

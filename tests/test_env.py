@@ -12,6 +12,8 @@ from stable_baselines3.common.env_checker import check_env as sb3_check_env
 import geopipe_env
 from conftest import masked_random_rollout
 from geopipe_env.env import EnvArgumentError
+from geopipe_env.generator import sample_world
+from geopipe_env.loader import load_builtin
 from geopipe_env.simulator import JobStatus
 
 ENV_IDS = list(geopipe_env.ENV_IDS)
@@ -331,3 +333,45 @@ def test_price_forecast_feature_is_the_mean_of_the_next_hours():
     mean_ahead = np.stack([price[:, h:min(h + FORECAST_H, hours)].mean(axis=1) for h in range(hours)], axis=1)
     assert np.allclose(env.encoder._hourly[:, :, 1], _normalise_prices(mean_ahead).T, rtol=1e-6, atol=1e-7)
     assert np.allclose(env.encoder._hourly[:, :, 0], _normalise_prices(price).T, rtol=1e-6, atol=1e-7)
+
+
+def _hourly_features_numpy(price: np.ndarray, prefix_h: np.ndarray, carbon: np.ndarray, carbon_scale: float) -> np.ndarray:
+    """The regions table's per-hour columns by whole-array numpy: the reference of observation.hourly_features."""
+    from geopipe_env.observation import FORECAST_H, _normalise_prices
+
+    num_hours = price.shape[1]
+    hours = np.arange(num_hours)
+    ahead = np.minimum(hours + FORECAST_H, num_hours)
+    full = max(num_hours - FORECAST_H, 0)
+    forecast = np.empty_like(price)
+    np.subtract(prefix_h[:, FORECAST_H:FORECAST_H + full], prefix_h[:, :full], out=forecast[:, :full])
+    np.subtract(prefix_h[:, num_hours:], prefix_h[:, full:num_hours], out=forecast[:, full:])
+    forecast /= ahead - hours
+    out = np.empty((num_hours, price.shape[0], 3), dtype=np.float32)
+    out[:, :, 0] = _normalise_prices(price).T
+    out[:, :, 1] = _normalise_prices(forecast).T
+    out[:, :, 2] = (carbon / carbon_scale).T
+    return out
+
+
+def test_hourly_features_kernel_equals_numpy():
+    """The compiled hourly table equals the whole-array numpy computation bit for bit: on the built-in worlds, and
+    on random series of 1 to 70 regions, with negative and zero prices and series shorter than the forecast."""
+    from geopipe_env.observation import hourly_features
+    from geopipe_env.physics.energy import HourlyIntegral
+
+    cases = []
+    for name in ("geopipe-v0", "paper", "toy"):
+        world = sample_world(load_builtin(name), np.random.default_rng(3))
+        cases.append((world.price, world.carbon.values, 7.5))
+    rng = np.random.default_rng(12)
+    for num_regions in [*range(1, 20), 33, 64, 70]:
+        hours = int(rng.choice([1, 3, 6, 7, 50, 722]))
+        price = rng.normal(0.1, 0.2, size=(num_regions, hours)) * rng.uniform(0.0, 3.0, size=(num_regions, 1))
+        price[rng.random(price.shape) < 0.1] = 0.0
+        cases.append((HourlyIntegral(price), rng.uniform(0.0, 900.0, size=(num_regions, hours)), rng.uniform(1.0, 500.0)))
+    for series, carbon, scale in cases:
+        got = np.empty((series.values.shape[1], series.values.shape[0], 3), dtype=np.float32)
+        hourly_features(series.values, series.prefix_h, carbon, scale, got)
+        want = _hourly_features_numpy(series.values, series.prefix_h, carbon, scale)
+        assert np.array_equal(got, want)

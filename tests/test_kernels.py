@@ -377,6 +377,19 @@ def test_pairwise_sum_equals_numpy_sum():
             assert kernels.pairwise_sum(values, count) == values.sum()
 
 
+def test_prefix_sums_equal_numpy_cumsum():
+    """HourlyIntegral's compiled prefix sums equal a column of zeros and np.cumsum along the hours, bit for bit,
+    for 1 to 70 series of 0 to 800 hours of mixed magnitudes and signs, and for a transposed (strided) input."""
+    rng = np.random.default_rng(21)
+    for rows in [1, 2, 5, 6, 16, 64, 70]:
+        for hours in [0, 1, 2, 7, 722, 800]:
+            values = rng.normal(size=(rows, hours)) * 10.0 ** rng.integers(-3, 4, size=(rows, hours))
+            want = np.concatenate((np.zeros((rows, 1)), np.cumsum(values, axis=1)), axis=1)
+            assert np.array_equal(HourlyIntegral(values).prefix_h, want)
+    strided = rng.normal(size=(30, 4)).T
+    assert np.array_equal(HourlyIntegral(strided).prefix_h[:, 1:], np.cumsum(strided, axis=1))
+
+
 def test_add_rows_equals_a_python_loop():
     """Adding chosen rows in order gives, bit for bit, what ``out += table[r]`` in a Python loop gives."""
     rng = np.random.default_rng(6)
@@ -412,6 +425,23 @@ def test_region_power_and_stale_jobs_equal_their_numpy_forms():
     assert out[:count].tolist() == want_ids and running[4] in want_ids
 
 
+def test_simulator_rows_stay_views_of_its_tables_in_copies():
+    """A deep copy or an unpickled simulator names the rows of its own per-job tables (what the kernels read and
+    write), holding the original's values, and shares no memory with the original."""
+    env, sim = _busy_sim("geopipe-v0", 0)
+    names = ("_remaining_iters", "_iteration_s", "_wan_bytes_per_s", "_demand_gbps", "_rates", "_rate_gbps",
+             "_job_num_links", "_timed_at_capacity", "_stale")
+    for clone in (copy.deepcopy(sim), pickle.loads(pickle.dumps(sim))):
+        assert np.array_equal(clone._job_f, sim._job_f) and np.array_equal(clone._job_i, sim._job_i)
+        for name in names:
+            row = getattr(clone, name)
+            table = clone._job_f if row.dtype == np.float64 else clone._job_i
+            assert np.shares_memory(row, table) and not np.shares_memory(row, sim._job_f), name
+            assert np.array_equal(row, getattr(sim, name)), name
+        clone.step_event()  # runs on its own tables: the original does not move
+        assert not np.array_equal(clone._remaining_iters, sim._remaining_iters)
+
+
 @pytest.mark.parametrize("stale", [False, True])
 def test_reallocate_equals_its_three_kernels(stale):
     """``reallocate`` gives what max_min_rates, stale_jobs and (with no stale job) region_power give one by one,
@@ -426,14 +456,18 @@ def test_reallocate_equals_its_three_kernels(stale):
     power_w = rng.uniform(0.0, 5e5, (num_jobs, num_regions))
 
     def run(fused: bool):
-        rates, load, out = np.zeros(num_jobs), np.zeros(num_regions * num_regions), np.zeros(num_jobs, dtype=np.int64)
+        job_f = np.zeros((kernels.NUM_JOB_FLOATS, num_jobs))
+        job_i = np.zeros((kernels.NUM_JOB_INTS, num_jobs), dtype=np.int64)
+        rates, out, timed_capacity = job_f[kernels.JF_RATE], job_i[kernels.JI_STALE], job_i[kernels.JI_TIMED_CAPACITY]
+        job_f[kernels.JF_DEMAND], job_f[kernels.JF_TIMED_RATE], job_i[kernels.JI_NUM_LINKS] = demand, rates_timed, num_links
+        load = np.zeros(num_regions * num_regions)
         total, kw = np.zeros(num_regions), np.zeros(num_regions)
-        timed_capacity = np.zeros(num_jobs, dtype=np.int64)
         if stale:
             timed_capacity[running[3]] = -1
         if fused:
-            peak, count, total_w = kernels.reallocate(running, demand, job_links, num_links, capacity, rates, load,
-                                                      0.5, rates_timed, timed_capacity, 0, out, power_w, total, kw)
+            peak, count, total_w = kernels.reallocate(running, job_f, job_i, job_links,
+                                                      capacity.reshape(num_regions, num_regions), load, 0.5, 0,
+                                                      power_w, total, kw)
         else:
             peak = kernels.max_min_rates(running, demand, job_links, num_links, capacity, rates, load, 0.5)
             count = kernels.stale_jobs(running, rates, rates_timed, timed_capacity, 0, out)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from geopipe_env.physics import kernels
 from geopipe_env.units import SECONDS_PER_HOUR, WATTS_PER_KW
 
 
@@ -32,9 +33,9 @@ class HourlyIntegral:
     __slots__ = ("values", "_prefix_h", "_columns")
 
     def __init__(self, values: np.ndarray) -> None:
-        self.values = np.atleast_2d(np.asarray(values, dtype=float))  # (num_series, num_hours)
-        zeros = np.zeros((self.values.shape[0], 1))
-        self._prefix_h = np.concatenate((zeros, np.cumsum(self.values, axis=1)), axis=1)  # value·hours up to h
+        self.values = np.ascontiguousarray(np.atleast_2d(np.asarray(values, dtype=float)))  # (num_series, num_hours)
+        self._prefix_h = np.empty((self.values.shape[0], self.values.shape[1] + 1))  # value·hours up to each hour
+        kernels.prefix_sums(self.values, self._prefix_h)  # np.cumsum's sums, compiled
         # hour → (prefix, value) of every series as Python floats, for the scalar code (filled on demand).
         self._columns: dict[int, tuple[list[float], list[float]]] = {}
 

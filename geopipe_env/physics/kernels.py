@@ -21,6 +21,14 @@ from geopipe_env.units import BITS_PER_BYTE, BITS_PER_GBIT, GRAMS_PER_KG, SECOND
 
 # The accumulators that :func:`advance_hours` updates in place, by position.
 ENERGY_KWH, COST_USD, CARBON_KG, WAN_BYTES, GPU_SECONDS, JOB_SECONDS = range(6)
+# The simulator's per-job tables, rows indexed by job id in their columns: floats (J_F, J) — iterations left,
+# iteration time, WAN bytes per second, demand per hop, the last allocated rate, the rate the job was timed at —
+# and ints (J_I, J) — directed WAN links, the capacity version the job was timed at, scratch for the stale jobs. One
+# array of each kind, rather than one per quantity: numba's dispatch costs about 0.1 µs per array argument.
+JF_REMAINING, JF_ITERATION, JF_WAN_BYTES, JF_DEMAND, JF_RATE, JF_TIMED_RATE = range(6)
+NUM_JOB_FLOATS = 6
+JI_NUM_LINKS, JI_TIMED_CAPACITY, JI_STALE = range(3)
+NUM_JOB_INTS = 3
 
 
 @njit(cache=True)
@@ -35,22 +43,22 @@ def cumulative_at(prefix_h: np.ndarray, values: np.ndarray, t_s: float, out: np.
 
 
 @njit(cache=True)
-def advance_interval(now_s: float, t_s: float, jobs: tuple, kw: np.ndarray, total_w: float, series: tuple,
-                     allocated_gpus: int, jobs_in_system: int, totals: np.ndarray) -> None:
+def advance_interval(now_s: float, t_s: float, running: np.ndarray, job_f: np.ndarray, kw: np.ndarray, total_w: float,
+                     series: tuple, allocated_gpus: int, jobs_in_system: int, totals: np.ndarray) -> None:
     """Integrate ``[now_s, t_s]`` at constant rates and power, as ``ClusterSim.advance_to`` does: each running job
     progresses by ``dt / iteration_s`` iterations and sends ``wan_bytes_per_s · dt``; energy is ``total_w · dt``,
     cost and carbon ``Σ_r kw[r] · ∫ price_r`` (∫ carbon_r), and GPU- and job-seconds grow by the allocated GPUs and
     the jobs in the system times ``dt``.
 
-    ``jobs`` is ``(running ids in the simulator's order, remaining_iters, iteration_s, wan_bytes_per_s)`` (per job
-    id); ``series`` is ``(price prefix_h, price values, carbon prefix_h, carbon values, has_carbon)`` as
-    ``HourlyIntegral`` holds them. ``remaining_iters`` and ``totals`` (indexed by ``ENERGY_KWH`` …
-    ``JOB_SECONDS``) are updated in place. Nothing happens unless ``t_s > now_s``.
+    ``running`` holds the running jobs' ids in the simulator's order, ``job_f`` the simulator's per-job floats
+    (``JF_*`` rows); ``series`` is ``(price prefix_h, price values, carbon prefix_h, carbon values, has_carbon)`` as
+    ``HourlyIntegral`` holds them. The iterations left (``job_f[JF_REMAINING]``) and ``totals`` (indexed by
+    ``ENERGY_KWH`` … ``JOB_SECONDS``) are updated in place. Nothing happens unless ``t_s > now_s``.
     """
     dt = t_s - now_s
     if dt <= 0.0:
         return
-    running, remaining_iters, iteration_s, wan_bytes_per_s = jobs
+    remaining_iters, iteration_s, wan_bytes_per_s = job_f[JF_REMAINING], job_f[JF_ITERATION], job_f[JF_WAN_BYTES]
     price_prefix_h, price_values, carbon_prefix_h, carbon_values, has_carbon = series
     num_regions = kw.shape[0]
     wan_bytes = totals[WAN_BYTES]
@@ -79,8 +87,8 @@ def advance_interval(now_s: float, t_s: float, jobs: tuple, kw: np.ndarray, tota
 
 
 @njit(cache=True)
-def advance_hours(now_s: float, tick_s: float, stop_s: float, limit_s: float, jobs: tuple, kw: np.ndarray,
-                  total_w: float, series: tuple, allocated_gpus: int, jobs_in_system: int,
+def advance_hours(now_s: float, tick_s: float, stop_s: float, limit_s: float, running: np.ndarray, job_f: np.ndarray,
+                  kw: np.ndarray, total_w: float, series: tuple, allocated_gpus: int, jobs_in_system: int,
                   totals: np.ndarray) -> tuple[float, float]:
     """Run the hour ticks at ``tick_s, tick_s + 1 h, …`` that come before ``stop_s`` and at or before ``limit_s``,
     when nothing but prices and carbon changes at them: each tick is :func:`advance_interval` to its time (as
@@ -88,16 +96,17 @@ def advance_hours(now_s: float, tick_s: float, stop_s: float, limit_s: float, jo
     """
     while tick_s < stop_s and tick_s <= limit_s:
         if tick_s > now_s:
-            advance_interval(now_s, tick_s, jobs, kw, total_w, series, allocated_gpus, jobs_in_system, totals)
+            advance_interval(now_s, tick_s, running, job_f, kw, total_w, series, allocated_gpus, jobs_in_system,
+                             totals)
             now_s = tick_s
         tick_s = now_s + SECONDS_PER_HOUR
     return now_s, tick_s
 
 
 @njit(cache=True)
-def advance_to_event(now_s: float, tick_s: float, event_s: float, limit_s: float, quiet_hours: bool, jobs: tuple,
-                     kw: np.ndarray, total_w: float, series: tuple, allocated_gpus: int, jobs_in_system: int,
-                     totals: np.ndarray) -> tuple[float, float, bool]:
+def advance_to_event(now_s: float, tick_s: float, event_s: float, limit_s: float, quiet_hours: bool,
+                     running: np.ndarray, job_f: np.ndarray, kw: np.ndarray, total_w: float, series: tuple,
+                     allocated_gpus: int, jobs_in_system: int, totals: np.ndarray) -> tuple[float, float, bool]:
     """One call for the integration the env does between two events: if ``quiet_hours``, the hour ticks before
     the next arrival or completion (at ``event_s``) and at or before ``limit_s`` (:func:`advance_hours`, as
     ``ClusterSim.advance_quiet_hours``); then :func:`advance_interval` to the next event (the heap's or the next
@@ -108,14 +117,14 @@ def advance_to_event(now_s: float, tick_s: float, event_s: float, limit_s: float
         (False: it stands at ``limit_s``, before every event).
     """
     if quiet_hours and tick_s < event_s and tick_s <= limit_s:
-        now_s, tick_s = advance_hours(now_s, tick_s, event_s, limit_s, jobs, kw, total_w, series, allocated_gpus,
-                                      jobs_in_system, totals)
+        now_s, tick_s = advance_hours(now_s, tick_s, event_s, limit_s, running, job_f, kw, total_w, series,
+                                      allocated_gpus, jobs_in_system, totals)
     t_s = min(event_s, tick_s)
     reached = t_s <= limit_s
     if not reached:
         t_s = limit_s
     if t_s > now_s:
-        advance_interval(now_s, t_s, jobs, kw, total_w, series, allocated_gpus, jobs_in_system, totals)
+        advance_interval(now_s, t_s, running, job_f, kw, total_w, series, allocated_gpus, jobs_in_system, totals)
         now_s = t_s
     return now_s, tick_s, reached
 
@@ -266,32 +275,32 @@ def max_min_rates(
 @njit(cache=True)
 def reallocate(
     running: np.ndarray,
-    demand_gbps: np.ndarray,
+    job_f: np.ndarray,
+    job_i: np.ndarray,
     job_links: np.ndarray,
-    job_num_links: np.ndarray,
     capacity_gbps: np.ndarray,
-    rates: np.ndarray,
     link_load_gbps: np.ndarray,
     max_utilization: float,
-    timed_rate: np.ndarray,
-    timed_capacity: np.ndarray,
     capacity_version: int,
-    stale: np.ndarray,
     power_w: np.ndarray,
     total_w: np.ndarray,
     kw: np.ndarray,
 ) -> tuple[float, int, float]:
     """One call for what ``ClusterSim._recompute_rates`` asks of the kernels: :func:`max_min_rates`, then
-    :func:`stale_jobs` into ``stale``, then, if no job is stale (so no power row changes), :func:`region_power`.
+    :func:`stale_jobs` into ``job_i[JI_STALE]``, then, if no job is stale (so no power row changes),
+    :func:`region_power`. The per-job arguments of those are rows of the simulator's tables ``job_f`` and ``job_i``
+    (``JF_*`` and ``JI_*``); ``capacity_gbps`` is (R, R).
 
     Returns:
         ``(max_utilization, stale count, total power W)``; with stale jobs the power is not computed (0.0 and
         ``total_w`` untouched): the caller retimes them, then calls :func:`region_power`.
     """
     max_utilization = max_min_rates(
-        running, demand_gbps, job_links, job_num_links, capacity_gbps, rates, link_load_gbps, max_utilization
+        running, job_f[JF_DEMAND], job_links, job_i[JI_NUM_LINKS], capacity_gbps.ravel(), job_f[JF_RATE],
+        link_load_gbps, max_utilization,
     )
-    count = stale_jobs(running, rates, timed_rate, timed_capacity, capacity_version, stale)
+    count = stale_jobs(running, job_f[JF_RATE], job_f[JF_TIMED_RATE], job_i[JI_TIMED_CAPACITY], capacity_version,
+                       job_i[JI_STALE])
     if count:
         return max_utilization, count, 0.0
     return max_utilization, 0, region_power(power_w, running, total_w, kw)
@@ -699,6 +708,20 @@ def rebuild_index(index: np.ndarray, layout_i: np.ndarray, places: np.ndarray, n
 
 
 @njit(cache=True)
+def prefix_sums(values: np.ndarray, out: np.ndarray) -> None:
+    """``out[:, 0] = 0`` and ``out[:, 1:] = np.cumsum(values, axis=1)``: each row's running sums, added in order as
+    ``np.cumsum`` adds them (``energy.HourlyIntegral``'s prefix sums), in a fifth of its time."""
+    for r in range(values.shape[0]):
+        out[r, 0] = 0.0
+        if values.shape[1]:
+            total = values[r, 0]
+            out[r, 1] = total
+            for h in range(1, values.shape[1]):
+                total += values[r, h]
+                out[r, h + 1] = total
+
+
+@njit(cache=True)
 def weighted_integral(prefix_h: np.ndarray, values: np.ndarray, rows: np.ndarray, weights: np.ndarray, length: int,
                       t0_s: float, t1_s: float) -> float:
     """``Σ_i weights[i] · ∫_{t0}^{t1} series[rows[i]] dt`` over the first ``length`` rows, as
@@ -758,15 +781,16 @@ def warm_up() -> None:
     one, regions = np.ones(1), np.zeros(1)
     series_prefix, series_values = np.zeros((1, 2)), np.zeros((1, 1))
     running = np.zeros(1, dtype=np.int64)
-    jobs = (running, np.zeros(1), one, regions)
+    job_f, job_i = np.ones((NUM_JOB_FLOATS, 1)), np.zeros((NUM_JOB_INTS, 1), dtype=np.int64)
     series = (series_prefix, series_values, series_prefix, series_values, False)
-    advance_interval(0.0, 1.0, jobs, regions, 0.0, series, 0, 0, np.zeros(6))
-    advance_hours(0.0, 1.0, 0.0, 0.0, jobs, regions, 0.0, series, 0, 0, np.zeros(6))
-    advance_to_event(0.0, 1.0, 0.0, 0.0, True, jobs, regions, 0.0, series, 0, 0, np.zeros(6))
+    advance_interval(0.0, 1.0, running, job_f, regions, 0.0, series, 0, 0, np.zeros(6))
+    advance_hours(0.0, 1.0, 0.0, 0.0, running, job_f, regions, 0.0, series, 0, 0, np.zeros(6))
+    advance_to_event(0.0, 1.0, 0.0, 0.0, True, running, job_f, regions, 0.0, series, 0, 0, np.zeros(6))
     region_power(np.zeros((1, 1)), running, np.zeros(1), np.zeros(1))
+    prefix_sums(series_values, series_prefix)
     layout_i = np.zeros((1, NUM_LAYOUT_INTS), dtype=np.int64)
     index = new_layout_index(1)
     find_layout(index, layout_i, running, 0, running, running, 1)
     rebuild_index(index, layout_i, np.zeros(2, dtype=np.int64), 1)
-    reallocate(running, one, np.zeros((1, 1), dtype=np.int64), np.zeros(1, dtype=np.int64), one, np.zeros(1),
-               np.zeros(1), 0.0, one, running, 0, np.zeros(1, dtype=np.int64), np.zeros((1, 1)), np.zeros(1), np.zeros(1))
+    reallocate(running, job_f, job_i, np.zeros((1, 1), dtype=np.int64), np.ones((1, 1)), np.zeros(1), 0.0, 0,
+               np.zeros((1, 1)), np.zeros(1), np.zeros(1))
