@@ -23,8 +23,10 @@ from geopipe_env.units import GRAMS_PER_KG, SECONDS_PER_HOUR, WATTS_PER_KW
 BACE_PIPE, CR_LCF, CR_LDF, LCF, LDF, FASTEST, CHEAPEST, GREENEST = range(8)
 CODES = {"bace-pipe": 0, "cr-lcf": 1, "cr-ldf": 2, "lcf": 3, "ldf": 4, "fastest": 5, "cheapest": 6, "greenest": 7}
 NUM_NAMED = 5
-# Columns of a profile's ints and of a candidate's floats.
-P_TABLE_ID, P_STAGES, P_STAGE_GPUS, P_MICROBATCHES = range(4)
+# Columns of a profile's ints (then its memory fit per region, 1 or 0, from P_FITS on), rows of the per-job ints,
+# and columns of a candidate's floats.
+P_TABLE_ID, P_STAGES, P_STAGE_GPUS, P_MICROBATCHES, P_FITS = range(5)
+J_PROFILE, J_ITERATIONS = range(2)
 C_ITERATION, C_DURATION, C_COST, C_CARBON, C_RATE, C_DEMAND, C_STALLED = range(7)
 NUM_CANDIDATE_FLOATS = 7
 # Path growth scores: -price of the new region (cr-lcf); free stages and spare bandwidth (cr-ldf); spare
@@ -226,10 +228,9 @@ def _same(regions_a: np.ndarray, stages_a: np.ndarray, length_a: int, regions_b:
 @njit(cache=True)
 def candidate_table(
     now_s, free_gpus, capacity, link_load,
-    bandwidth, latency, watts_per_tflops, idle_w, busy_w, pue, price_prefix, price_values, carbon_prefix,
-    carbon_values,
-    profile_forward, profile_fits, profile_ints, profile_wan_bytes,
-    visible, job_profile, job_iterations, job_run_s,
+    links, region_f, price_prefix, price_values, carbon_prefix, carbon_values,
+    profile_f, profile_i,
+    visible, job_i, job_run_s,
     strategies,
     index, layout_f, layout_i, arrays, places,
     candidate_of, candidate_f, candidate_place, candidate_length, misses, mask,
@@ -239,14 +240,15 @@ def candidate_table(
     Args:
         now_s, free_gpus (R,), capacity (R, R), link_load (R, R): the decision instant, free GPUs per region, and
             each directed link's capacity and load (the strategies read what is left, ``max(capacity − load, 0)``).
-        bandwidth … carbon_values: the world: link capacities (R, R) (> 0 where linked), latencies (R, R), the
-            GPUs' busy W per TFLOPS × PUE, idle and busy W, PUE (R,), and the hourly price and carbon series as
-            ``HourlyIntegral`` holds them (prefix (R, H+1) and values (R, H)).
-        profile_forward (P, R), profile_fits (P, R), profile_ints (P, 4), profile_wan_bytes (P,): per job profile,
-            its forward time and memory fit per region; its layout-table id, stage count, GPUs per stage and
-            micro-batches; and its WAN message ``d·A`` in bytes.
-        visible (Q,): the visible jobs' ids. job_profile, job_iterations, job_run_s (J,): per job, its profile,
-            iterations and isolated duration (what BACE-Pipe's cost rank spreads the price over).
+        links … carbon_values: the world: link capacities (> 0 where linked) and latencies (2, R, R); per region
+            (4, R) the GPUs' busy W per TFLOPS × PUE, idle and busy W, and PUE; and the hourly price and carbon
+            series as ``HourlyIntegral`` holds them (prefix (R, H+1) and values (R, H)). (Arrays are grouped so:
+            numba's dispatch costs about 0.1 µs per array argument.)
+        profile_f (P, R + 1), profile_i (P, 4 + R): per job profile, its forward time per region, then its WAN
+            message ``d·A`` in bytes; its layout-table id, stage count, GPUs per stage and micro-batches, then its
+            memory fit per region (``P_*`` columns).
+        visible (Q,): the visible jobs' ids. job_i (2, J), job_run_s (J,): per job, its profile and iterations
+            (``J_*`` rows) and its isolated duration (what BACE-Pipe's cost rank spreads the price over).
         strategies (K,): strategy codes (``CODES``).
         index … places: a :class:`~geopipe_env.layout_table.LayoutTable`'s arrays.
         candidate_of (Q, K): written, the candidate behind each action (−1: masked). candidate_f (C, 7),
@@ -263,9 +265,11 @@ def candidate_table(
     """
     num_regions = free_gpus.shape[0]
     num_slots = visible.shape[0]
+    bandwidth, latency = links[0], links[1]
+    watts_per_tflops, idle_w, busy_w, pue = region_f[0], region_f[1], region_f[2], region_f[3]
     spare = np.maximum(capacity - link_load, 0.0)
     max_spare = spare.max()
-    num_profiles = profile_forward.shape[0]
+    num_profiles = profile_f.shape[0]
     hour = min(int(max(now_s, 0.0) // SECONDS_PER_HOUR), price_values.shape[1] - 1)
     price = np.ascontiguousarray(price_values[:, hour])
     pool_size = NUM_NAMED + num_regions
@@ -292,14 +296,15 @@ def candidate_table(
     num_candidates, num_misses = 0, 0
     for slot in range(num_slots):
         job = visible[slot]
-        p = job_profile[job]
-        ints = profile_ints[p]
+        p = job_i[J_PROFILE, job]
+        ints = profile_i[p]
         needed, stage_gpus, m = ints[P_STAGES], ints[P_STAGE_GPUS], ints[P_MICROBATCHES]
-        forward = profile_forward[p]
+        forward = profile_f[p, :num_regions]
+        wan_bytes = profile_f[p, num_regions]
         if not done[p]:
             done[p] = True
             for r in range(num_regions):
-                free_of[p, r] = free_gpus[r] // stage_gpus if profile_fits[p, r] else 0
+                free_of[p, r] = free_gpus[r] // stage_gpus if ints[P_FITS + r] else 0
             run_s = job_run_s[job]
             kernels.cumulative_at(price_prefix, price_values, now_s, start_cum)
             kernels.cumulative_at(price_prefix, price_values, now_s + run_s, end_cum)
@@ -308,7 +313,7 @@ def candidate_table(
             for code in range(NUM_NAMED):
                 named_length[p, code] = _named(
                     code, free_of[p], free_gpus, needed, bandwidth, spare, max_spare, latency, forward,
-                    profile_wan_bytes[p], price, rank, named_regions[p, code],
+                    wan_bytes, price, rank, named_regions[p, code],
                     named_stages[p, code], path, in_path, order,
                 )
         free = free_of[p]
@@ -367,7 +372,7 @@ def candidate_table(
             if length > 1:
                 min_cadence = kernels.transfer_time_s(layout_f[lay, LF_WAN_BYTES], rate)
             t_iter = kernels.iteration_total_s(layout_f, layout_i, arrays, lay, min_cadence) + layout_f[lay, LF_ALLREDUCE]
-            duration = t_iter * job_iterations[job]
+            duration = t_iter * job_i[J_ITERATIONS, job]
             if not np.isfinite(duration):
                 continue
             busy_per_forward = m * _GPU_BUSY_PER_FORWARD
@@ -462,10 +467,10 @@ def warm_up() -> None:
     ones, zero_ints = np.ones((1, 1)), np.zeros(1, dtype=np.int64)
     out_of, out_f = np.zeros((1, 1), dtype=np.int64), np.zeros((1, NUM_CANDIDATE_FLOATS))
     candidate_table(
-        0.0, np.ones(1, dtype=np.int64), ones, np.zeros((1, 1)), ones, ones, np.ones(1), np.ones(1), np.ones(1),
-        np.ones(1), np.zeros((1, 2)), np.zeros((1, 1)), np.zeros((1, 2)), np.zeros((1, 1)), ones,
-        np.ones((1, 1), dtype=np.bool_), np.ones((1, 4), dtype=np.int64), np.ones(1), zero_ints, zero_ints,
-        np.ones(1, dtype=np.int64), np.ones(1), zero_ints, table.index, table.layout_f, table.layout_i, table.arrays,
+        0.0, np.ones(1, dtype=np.int64), ones, np.zeros((1, 1)), np.ones((2, 1, 1)), np.ones((4, 1)),
+        np.zeros((1, 2)), np.zeros((1, 1)), np.zeros((1, 2)), np.zeros((1, 1)), np.ones((1, 2)),
+        np.ones((1, 5), dtype=np.int64), zero_ints, np.array([[0], [1]], dtype=np.int64), np.ones(1), zero_ints,
+        table.index, table.layout_f, table.layout_i, table.arrays,
         table.places, out_of, out_f, np.zeros((1, 2), dtype=np.int64), zero_ints.copy(), np.zeros((1, 4), dtype=np.int64),
         np.zeros(2, dtype=np.bool_),
     )

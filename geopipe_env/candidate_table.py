@@ -48,17 +48,15 @@ class CandidateTable:
                 self._profile_job.append(job.job_id)
             job_profile.append(p)
         first = [jobs[j] for j in self._profile_job]
-        self.job_profile = np.array(job_profile, dtype=np.int64)  # (J,)
-        self.job_iterations = np.array([j.iterations for j in jobs], dtype=np.int64)  # (J,)
+        self.job_i = np.array((job_profile, [j.iterations for j in jobs]), dtype=np.int64)  # (2, J), rows ck.J_*
         self.job_run_s = np.array([j.isolated_duration_s for j in jobs])  # (J,)
-        self.profile_forward = np.array([j.forward_s for j in first])  # (P, R)
-        self.profile_fits = np.array([j.fits for j in first])  # (P, R)
-        self.profile_wan_bytes = np.array([j.wan_message_bytes for j in first])  # (P,)
-        self.profile_ints = np.array(  # (P, 4), columns ck.P_*
-            [(0, j.num_stages, j.stage_gpus, j.num_microbatches) for j in first], dtype=np.int64
+        self.profile_f = np.array([(*j.forward_s, j.wan_message_bytes) for j in first])  # (P, R + 1)
+        self.profile_i = np.array(  # (P, 4 + R), columns ck.P_*
+            [(0, j.num_stages, j.stage_gpus, j.num_microbatches, *j.fits) for j in first], dtype=np.int64
         )
         self._world = (
-            w.bandwidth_gbps, w.latency_s, w.busy_watts * w.pue / w.tflops, w.idle_watts, w.busy_watts, w.pue,
+            np.stack((w.bandwidth_gbps, w.latency_s)), np.stack((w.busy_watts * w.pue / w.tflops, w.idle_watts,
+                                                                 w.busy_watts, w.pue)),
             w.price.prefix_h, w.price.values, w.carbon.prefix_h, w.carbon.values,
         )
         num_strategies = codes.size
@@ -69,7 +67,7 @@ class CandidateTable:
         self.candidate_length = np.zeros(queue_slots * pool, dtype=np.int64)  # (C,)
         self._misses = np.zeros((queue_slots * pool, 2 * num_regions + 2), dtype=np.int64)  # (X, 2R + 2)
         self.num_slots = 0  # visible jobs at the last decision
-        self._profiles_of: dict | None = None  # the layout table's profile dict that profile_ints holds ids of
+        self._profiles_of: dict | None = None  # the layout table's profile dict that profile_i holds ids of
         self.visible_ids = np.zeros(0, dtype=np.int64)  # their job ids
 
     def compute(self, visible: Sequence[int], mask: np.ndarray) -> int:
@@ -83,14 +81,13 @@ class CandidateTable:
         if self._profiles_of is not self.layouts.profiles:  # a new or emptied layout table: its profile ids
             self._profiles_of = self.layouts.profiles
             for p, j in enumerate(self._profile_job):
-                self.profile_ints[p, ck.P_TABLE_ID] = self.layouts.profile_id(sim.world.jobs[j])
+                self.profile_i[p, ck.P_TABLE_ID] = self.layouts.profile_id(sim.world.jobs[j])
         rows = self.candidate_of[: self.num_slots]
         while True:
             table = self.layouts
             _, num_misses, launches = ck.candidate_table(
                 sim.now_s, sim.free_gpus, sim.capacity_gbps, sim.link_load_gbps, *self._world,
-                self.profile_forward, self.profile_fits, self.profile_ints, self.profile_wan_bytes,
-                ids, self.job_profile, self.job_iterations, self.job_run_s, self.codes,
+                self.profile_f, self.profile_i, ids, self.job_i, self.job_run_s, self.codes,
                 table.index, table.layout_f, table.layout_i, table.arrays, table.places,
                 rows, self.candidate_f, self.candidate_place, self.candidate_length, self._misses, mask,
             )

@@ -142,14 +142,15 @@ def _warm_up_kernels() -> None:
     # The simulator times a pipeline given by the bytes of its arrays (simulator._iteration_time_s): a two-stage one
     # with unequal stages, so that its 1F1B path family is built from read-only arrays.
     forward, hop = np.frombuffer(np.array([1.0, 2.0]).tobytes()), np.frombuffer(np.ones(1).tobytes())
-    kernels.model_total_s(forward, hop, np.frombuffer(np.zeros(1).tobytes()), 4, False, pipeline.path_tables(2, 3), 0.0)
+    kernels.model_total_s(forward, hop, np.frombuffer(np.zeros(1).tobytes()), 4, False, *pipeline.packed_path_tables(2, 3),
+                          0.0)
     # A layout table stores a layout's model by kernels.store_layout, from a profile's read-only stage times.
     forward_r = np.ones(1)
     forward_r.setflags(write=False)
     table = LayoutTable()
     kernels.store_layout(
         forward_r, 1.0, 1.0, 0.0, 4, False, np.zeros(1, dtype=np.int64), np.full(1, 2, dtype=np.int64), 1, np.ones((1, 1)),
-        np.zeros((1, 1)), 1.0, 0.0, pipeline.path_tables(2, 3), 0, 0, table.index, table.layout_f, table.layout_i,
+        np.zeros((1, 1)), 1.0, 0.0, *pipeline.packed_path_tables(2, 3), 0, 0, table.index, table.layout_f, table.layout_i,
         table.arrays, 0, table.places, 0, 0,
     )
     candidate_kernels.warm_up()

@@ -74,9 +74,10 @@ class LayoutTable:
         if lay >= 0:
             return lay
         m = job.num_microbatches
-        tab = pipeline.path_tables(job.num_stages, max(m - 1, 1))
+        tab_i, tab_f = pipeline.packed_path_tables(job.num_stages, max(m - 1, 1))
+        segment_paths = tab_i[2 * kernels.TAB_SEGMENT + 1]
         index = self.index
-        lay = self._reserve(2 * m + 3 * tab.segment.size, 2 * length)  # tail lines ≤ M, segment lines ≤ B
+        lay = self._reserve(2 * m + 3 * segment_paths, 2 * length)  # tail lines ≤ M, segment lines ≤ B
         if self.index is not index:  # a grown index: the placement's free slot moved
             slot = kernels.find_layout(self.index, self.layout_i, self.places, pid, regions, stages, length)[1]
         world = sim.world
@@ -84,8 +85,8 @@ class LayoutTable:
         self._arrays_used, self._places_used = kernels.store_layout(
             job.forward_s, job.activation_bytes, job.wan_message_bytes, job.allreduce_s, m,
             world.scenario.pipeline_schedule == pipeline.GPIPE, regions, stages, length, sim.capacity_gbps,
-            world.latency_s, float(net.intra_bandwidth_gbps), float(net.intra_latency_s), tab, pid, slot, self.index,
-            self.layout_f, self.layout_i, self.arrays, self._arrays_used, self.places, self._places_used, lay,
+            world.latency_s, float(net.intra_bandwidth_gbps), float(net.intra_latency_s), tab_i, tab_f, pid, slot,
+            self.index, self.layout_f, self.layout_i, self.arrays, self._arrays_used, self.places, self._places_used, lay,
         )
         self.num_layouts += 1
         return lay

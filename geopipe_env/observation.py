@@ -110,26 +110,40 @@ def hourly_features(price: np.ndarray, prefix_h: np.ndarray, carbon: np.ndarray,
 JOB_SHARE, JOB_LOG_ISOLATED, JOB_LOG_DEMAND, JOB_ARRIVAL, JOB_ISOLATED_ITERATION = range(5)
 
 
+# The encoder's constants, grouped into two arrays (numba's dispatch costs about 30 ns per number and 0.1 µs per
+# array argument). Ints: the region count, where the regions (max_regions, 8), links, queue (Q, 6), candidates
+# (Q·K, 8) and global tables start in the flat observation, then per link i·R + j where its utilisation goes and
+# whether it exists (R² each), then per region its GPUs and outgoing links (R each). Floats: T_ref, the job count,
+# the GPU total, the episode's start hour, its horizon, the link count, C_ref and the carbon reference.
+(I_REGIONS, I_REGIONS_AT, I_LINKS_AT, I_QUEUE_AT, I_CANDIDATES_AT, I_GLOBAL_AT) = range(6)
+NUM_HEADER_INTS = 6
+(F_T_REF, F_NUM_JOBS, F_TOTAL_GPUS, F_START_HOUR, F_HORIZON, F_NUM_LINKS, F_C_REF, F_CARBON_REF) = range(8)
+
+
 @njit(cache=True)
 def _encode_compiled(
-    template, out, num_regions, region_at, links_at, queue_at, candidate_at, global_at, util_index,
-    free_gpus, num_gpus, hourly, hour, link_load, capacity, linked, out_links,
-    slot_jobs, job_table, now_s, t_ref_s,
-    num_waiting, num_running, num_jobs, total_gpus, start_hour, horizon_s, num_links,
-    candidate_of, candidate_f, candidate_length, c_ref_usd, carbon_ref_kg, gap_s,
+    template, out, constants_i, constants_f, free_gpus, hourly, hour, link_load, capacity, slot_jobs, job_table,
+    now_s, num_waiting, num_running, candidate_of, candidate_f, candidate_length, gap_s,
 ) -> None:
     """``ObservationEncoder.encode`` of a compiled candidate table into the flat float32 ``out``, operation for
     operation (numpy's pairwise sums included), so the two observations are equal.
 
-    ``region_at``, ``links_at``, ``queue_at``, ``candidate_at`` and ``global_at`` are where the regions
-    (max_regions, 8), links, queue (Q, 6), candidates (Q·K, 8) and global tables start in ``out``; ``util_index``
-    (R²,) is where the links' utilisations go. ``hourly`` (H, R, 3) holds the regions' price, forecast and carbon features per hour, read at
-    ``hour``. ``slot_jobs`` are the visible jobs' ids, rows of ``job_table`` (J, 5) (``JOB_*`` columns), and
-    ``candidate_of`` (Q, K) the table's candidates. ``gap_s`` is the time a wait would skip
-    (:meth:`ObservationEncoder._gap_s`).
+    ``constants_i`` and ``constants_f`` hold the episode's constants (``I_*`` and ``F_*``). ``hourly`` (H, R, 3)
+    holds the regions' price, forecast and carbon features per hour, read at ``hour``. ``slot_jobs`` are the
+    visible jobs' ids, rows of ``job_table`` (J, 5) (``JOB_*`` columns), and ``candidate_of`` (Q, K) the table's
+    candidates. ``gap_s`` is the time a wait would skip (:meth:`ObservationEncoder._gap_s`).
     """
     out[:] = template
-    n = num_regions
+    n = constants_i[I_REGIONS]
+    region_at, links_at, queue_at = constants_i[I_REGIONS_AT], constants_i[I_LINKS_AT], constants_i[I_QUEUE_AT]
+    candidate_at, global_at = constants_i[I_CANDIDATES_AT], constants_i[I_GLOBAL_AT]
+    at = NUM_HEADER_INTS
+    util_index, linked = constants_i[at:at + n * n], constants_i[at + n * n:at + 2 * n * n]
+    at += 2 * n * n
+    num_gpus, out_links = constants_i[at:at + n], constants_i[at + n:at + 2 * n]
+    t_ref_s, num_jobs, total_gpus = constants_f[F_T_REF], constants_f[F_NUM_JOBS], constants_f[F_TOTAL_GPUS]
+    start_hour, horizon_s, num_links = constants_f[F_START_HOUR], constants_f[F_HORIZON], constants_f[F_NUM_LINKS]
+    c_ref_usd, carbon_ref_kg = constants_f[F_C_REF], constants_f[F_CARBON_REF]
     queue_slots, num_strategies = candidate_of.shape
     region_rows = out[region_at:links_at].reshape((-1, len(REGION_FEATURES)))
     queue_rows = out[queue_at:candidate_at].reshape((queue_slots, len(QUEUE_FEATURES)))
@@ -138,7 +152,7 @@ def _encode_compiled(
     out_util = np.empty(n)
     for i in range(n):
         for j in range(n):
-            if linked[i, j]:
+            if linked[i * n + j]:
                 util[i, j] = link_load[i, j] / capacity[i, j]
             out[util_index[i * n + j]] = util[i, j]
         out_util[i] = kernels.pairwise_sum(util[i], n)
@@ -170,7 +184,7 @@ def _encode_compiled(
     out[global_at] = np.sin(2 * np.pi * hour_of_day / 24.0)
     out[global_at + 1] = np.cos(2 * np.pi * hour_of_day / 24.0)
     out[global_at + 2] = max(num_waiting - queue_slots, 0) / queue_slots
-    out[global_at + 3] = num_running / max(num_jobs, 1)
+    out[global_at + 3] = num_running / max(num_jobs, 1.0)
     out[global_at + 4] = allocated / total_gpus
     out[global_at + 5] = now_s / horizon_s
     out[global_at + 6] = mean_util
@@ -189,11 +203,12 @@ def warm_up() -> None:
     starts = np.cumsum([0] + [int(np.prod(shape)) for shape in layout.values()])
     f32 = np.zeros(int(starts[-1]), dtype=np.float32)
     ints = np.zeros(1, dtype=np.int64)
+    constants_i = np.array([1, *starts[:5], starts[1] + 1, 1, 1, 1], dtype=np.int64)
+    constants_f = np.array([1.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0, 1.0])
     _encode_compiled(
-        f32, f32.copy(), 1, *(int(at) for at in starts[:5]), ints, ints + 1, ints + 1,
-        np.zeros((1, 1, 3), dtype=np.float32), 0, np.zeros((1, 1)), np.ones((1, 1)), np.ones((1, 1), dtype=np.bool_),
-        ints + 1, ints, np.ones((1, 5)), 0.0, 1.0, 1, 0, 1, 1.0, 0.0, 1.0, 1, np.full((1, 1), -1, dtype=np.int64),
-        np.zeros((1, 7)), ints, 1.0, 1.0, 1.0,
+        f32, f32.copy(), constants_i, constants_f, ints + 1, np.zeros((1, 1, 3), dtype=np.float32), 0,
+        np.zeros((1, 1)), np.ones((1, 1)), ints, np.ones((1, 5)), 0.0, 1, 0, np.full((1, 1), -1, dtype=np.int64),
+        np.zeros((1, 7)), ints, 1.0,
     )
     hourly_features(np.ones((1, 1)), np.zeros((1, 2)), np.zeros((1, 1)), 1.0, np.empty((1, 1, 3), dtype=np.float32))
 
@@ -230,8 +245,7 @@ class ObservationEncoder:
                 world_constants.clear()
                 world_constants[key] = constants
         (self.total_gpus, self.max_bw, self.median_bw, self.max_lat, self._keys, self._slices, self._shapes,
-         self._template, self._linked, self._num_links, self._out_links, self._util_index) = constants
-        self._starts = tuple(part.start for part in self._slices)  # where each table starts in the flat array
+         self._template, self._linked, self._num_links, self._out_links, self._util_index, self._constants_i) = constants
         carbon_mean = float(np.abs(world.carbon.values).mean())
         self.carbon_scale = carbon_mean if carbon_mean > 0 else 1.0
         # (H, R, 3): per hour, the regions table's columns 3–5: price now and its mean over the next FORECAST_H
@@ -248,6 +262,10 @@ class ObservationEncoder:
             for job in world.jobs
         ])
         self._capacity: tuple = (None, None)  # (the simulator's capacity array, it with zeros replaced by 1)
+        self._constants_f = np.array([  # the compiled encoder's, by the F_* positions
+            t_ref_s, len(world.jobs), self.total_gpus, world.start_hour, world.horizon_s, self._num_links, c_ref_usd,
+            self.carbon_ref_kg,
+        ], dtype=float)
 
     @staticmethod
     def _world_constants(world: World, max_regions: int, queue_slots: int, num_strategies: int) -> tuple:
@@ -281,8 +299,11 @@ class ObservationEncoder:
         # (R², ) positions of the real links' utilisation in the flat links table
         rows = (np.arange(n)[:, None] * max_regions + np.arange(n)[None, :]).reshape(-1)
         util_index = slices[1].start + rows * len(LINK_FEATURES) + LINK_FEATURES.index("utilization")
+        constants_i = np.concatenate((  # the compiled encoder's, by the I_* positions
+            [n, *(part.start for part in slices)], util_index, linked.reshape(-1), world.num_gpus, out_links,
+        )).astype(np.int64)
         return (total_gpus, max_bw, median_bw, max_lat, keys, slices, shapes, template, linked, num_links, out_links,
-                util_index)
+                util_index, constants_i)
 
     def _tables(self, flat: np.ndarray) -> list[np.ndarray]:
         """Views of a flat observation as its tables (regions, links, queue, candidates, global)."""
@@ -368,18 +389,15 @@ class ObservationEncoder:
 
     def _encode_compiled(self, sim: ClusterSim, queue: list[int], table: CandidateTable) -> dict[str, np.ndarray]:
         """:meth:`encode` by the compiled encoder, from the table's arrays."""
-        w = self.world
         if self._capacity[0] is not sim.capacity_gbps:  # the simulator replaces the array when capacities change
             self._capacity = (sim.capacity_gbps, np.where(sim.capacity_gbps > 0, sim.capacity_gbps, 1.0))
         flat = np.empty_like(self._template)
         now = sim.now_s
         _encode_compiled(
-            self._template, flat, w.num_regions, *self._starts, self._util_index,
-            sim.free_gpus, w.num_gpus, self._hourly, min(int(now // SECONDS_PER_HOUR), self._last_hour),
-            sim.link_load_gbps, self._capacity[1], self._linked, self._out_links, table.visible_ids, self._job_table,
-            now, self.t_ref_s, len(queue), len(sim.running), len(w.jobs), self.total_gpus, float(w.start_hour),
-            w.horizon_s, self._num_links, table.candidate_of, table.candidate_f, table.candidate_length,
-            self.c_ref_usd, self.carbon_ref_kg, self._gap_s(sim),
+            self._template, flat, self._constants_i, self._constants_f, sim.free_gpus, self._hourly,
+            min(int(now // SECONDS_PER_HOUR), self._last_hour), sim.link_load_gbps, self._capacity[1],
+            table.visible_ids, self._job_table, now, len(queue), len(sim.running), table.candidate_of,
+            table.candidate_f, table.candidate_length, self._gap_s(sim),
         )
         return {key: flat[part] for key, part in zip(self._keys, self._slices)}
 

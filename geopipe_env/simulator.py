@@ -94,8 +94,10 @@ def _iteration_time_s(inputs: tuple[bytes, bytes, bytes, bytes, int, str, bool],
     forward_b, transfer_b, latency_b, wan_b, m, schedule_name, exact = inputs
     forward, transfer, latency = np.frombuffer(forward_b), np.frombuffer(transfer_b), np.frombuffer(latency_b)
     if not exact:  # pipeline.IterationModel(...).total_s(min_cadence), compiled
-        tab = pipeline.path_tables(forward.shape[0], max(m - 1, 1))
-        return kernels.model_total_s(forward, transfer, latency, m, schedule_name == pipeline.GPIPE, tab, min_cadence)
+        tab_i, tab_f = pipeline.packed_path_tables(forward.shape[0], max(m - 1, 1))
+        return kernels.model_total_s(
+            forward, transfer, latency, m, schedule_name == pipeline.GPIPE, tab_i, tab_f, min_cadence
+        )
     # The schedule table with each WAN hop's messages serialised at the job's allocated rate.
     backward = pipeline.BACKWARD_TO_FORWARD * forward
     transfer = transfer.copy()

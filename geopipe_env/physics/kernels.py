@@ -533,35 +533,63 @@ def _model_scalars(forward, backward, transfer, hop_latency, m, gpipe, row):
     return MODEL_UNIFORM
 
 
+# ``pipeline.path_tables`` as compiled code takes it: two read-only arrays (``pipeline.packed_path_tables``), not the
+# named tuple of 22 arrays, whose unboxing costs about 6 µs a call. ``tab_i`` starts with each field's start and
+# length (in ``tab_i`` for an int field, in ``tab_f`` for a float one), in ``PATH_TABLE_FIELDS`` order.
+PATH_TABLE_FIELDS = (
+    "tail_width", "tail_copies", "tail_rest", "segment", "copies", "pre", "pre_loop", "post_width", "cool_steps",
+    "first_reach", "held", "run_reach", "turn_segment", "turn_stage", "turn_held", "turn_hop_reach", "turn_cycles",
+    "turn_steps", "turn_reach", "advances", "full_loops", "part_loop",
+)
+(TAB_TAIL_WIDTH, TAB_TAIL_COPIES, TAB_TAIL_REST, TAB_SEGMENT, TAB_COPIES, TAB_PRE, TAB_PRE_LOOP, TAB_POST_WIDTH,
+ TAB_COOL_STEPS, TAB_FIRST_REACH, TAB_HELD, TAB_RUN_REACH, TAB_TURN_SEGMENT, TAB_TURN_STAGE, TAB_TURN_HELD,
+ TAB_TURN_HOP_REACH, TAB_TURN_CYCLES, TAB_TURN_STEPS, TAB_TURN_REACH, TAB_ADVANCES, TAB_FULL_LOOPS,
+ TAB_PART_LOOP) = range(len(PATH_TABLE_FIELDS))
+
+
 @njit(cache=True)
-def _fixed(forward, backward, transfer, hop_latency, m, tab):
-    """:func:`fixed_paths` for ``n = m − 1`` advances, from the path tables ``tab``."""
+def tab_part(tab_i: np.ndarray, values: np.ndarray, field: int) -> np.ndarray:
+    """Field ``field`` (``TAB_*``) of packed path tables: a view of ``values``, which is ``tab_i`` for an int field
+    and ``tab_f`` for a float one."""
+    start = tab_i[2 * field]
+    return values[start:start + tab_i[2 * field + 1]]
+
+
+@njit(cache=True)
+def _fixed(forward, backward, transfer, hop_latency, m, tab_i, tab_f):
+    """:func:`fixed_paths` for ``n = m − 1`` advances, from the packed path tables ``tab_i``, ``tab_f``."""
     return fixed_paths(
-        forward, backward, transfer, hop_latency, m - 1, tab.run_reach, tab.held, tab.turn_stage, tab.turn_reach,
-        tab.turn_hop_reach, tab.turn_held, tab.turn_cycles, tab.turn_segment, tab.turn_steps, tab.tail_copies,
-        tab.tail_width, tab.full_loops, tab.part_loop, tab.copies, tab.segment, tab.pre_loop, tab.post_width,
-        tab.cool_steps, tab.first_reach,
+        forward, backward, transfer, hop_latency, m - 1, tab_part(tab_i, tab_i, TAB_RUN_REACH),
+        tab_part(tab_i, tab_f, TAB_HELD), tab_part(tab_i, tab_i, TAB_TURN_STAGE), tab_part(tab_i, tab_i, TAB_TURN_REACH),
+        tab_part(tab_i, tab_i, TAB_TURN_HOP_REACH), tab_part(tab_i, tab_f, TAB_TURN_HELD),
+        tab_part(tab_i, tab_f, TAB_TURN_CYCLES), tab_part(tab_i, tab_i, TAB_TURN_SEGMENT),
+        tab_part(tab_i, tab_f, TAB_TURN_STEPS), tab_part(tab_i, tab_f, TAB_TAIL_COPIES),
+        tab_part(tab_i, tab_i, TAB_TAIL_WIDTH), tab_part(tab_i, tab_f, TAB_FULL_LOOPS),
+        tab_part(tab_i, tab_i, TAB_PART_LOOP), tab_part(tab_i, tab_f, TAB_COPIES), tab_part(tab_i, tab_i, TAB_SEGMENT),
+        tab_part(tab_i, tab_i, TAB_PRE_LOOP), tab_part(tab_i, tab_i, TAB_POST_WIDTH),
+        tab_part(tab_i, tab_f, TAB_COOL_STEPS), tab_part(tab_i, tab_i, TAB_FIRST_REACH),
     )
 
 
 @njit(cache=True)
-def write_model(forward, transfer, hop_latency, m, gpipe, tab, row, ints, arrays, arrays_used):
+def write_model(forward, transfer, hop_latency, m, gpipe, tab_i, tab_f, row, ints, arrays, arrays_used):
     """``pipeline.model_parts`` of a pipeline (per-stage forward times, per-hop transfer times and latencies, ``m``
     micro-batches, GPipe or 1F1B) written as a layout table's row: its scalars into ``row`` (LF_BASE … LF_CONSTANT)
     and ``ints`` (LI_KIND, LI_M, LI_ARRAYS, LI_TAILS, LI_SEGMENTS), its lines into ``arrays`` from ``arrays_used``
-    on (room for ``2·m + 3·tab.segment.size`` floats). ``tab`` is ``pipeline.path_tables(S, max(m − 1, 1))``.
-    Returns the floats then used."""
+    on (room for ``2·m + 3·B`` floats, B segment paths). ``tab_i``, ``tab_f`` are
+    ``pipeline.packed_path_tables(S, max(m − 1, 1))``. Returns the floats then used."""
     backward = BACKWARD_TO_FORWARD * forward
     row[LF_BASE:LF_CONSTANT + 1] = 0.0  # what a kind does not use is 0, as in LayoutTable.store
     kind = _model_scalars(forward, backward, transfer, hop_latency, m, gpipe, row)
     num_tails = num_segments = 0
     if kind == MODEL_PATHS:
         last_stage_s, other_s, tail_s, loops_only_s, segments_s, pre_loop_s, post_s = _fixed(
-            forward, backward, transfer, hop_latency, m, tab
+            forward, backward, transfer, hop_latency, m, tab_i, tab_f
         )
         row[LF_LAST_STAGE] = last_stage_s
         row[LF_CONSTANT], tail_slope, tail_intercept, segment_slope, segment_start, segment_end = fold_paths(
-            tail_s, tab.tail_rest, loops_only_s, other_s, segments_s, tab.pre, pre_loop_s, post_s
+            tail_s, tab_part(tab_i, tab_i, TAB_TAIL_REST), loops_only_s, other_s, segments_s,
+            tab_part(tab_i, tab_f, TAB_PRE), pre_loop_s, post_s,
         )
         num_tails, num_segments = tail_slope.shape[0], segment_slope.shape[0]
         at = arrays_used
@@ -574,9 +602,10 @@ def write_model(forward, transfer, hop_latency, m, gpipe, tab, row, ints, arrays
 
 
 @njit(cache=True)
-def model_total_s(forward, transfer, hop_latency, m, gpipe, tab, min_cadence_s):
+def model_total_s(forward, transfer, hop_latency, m, gpipe, tab_i, tab_f, min_cadence_s):
     """``pipeline.IterationModel(forward, 2·forward, transfer, hop_latency, m, schedule).total_s(min_cadence_s)``,
-    operation for operation (``pipeline._longest_s`` for the 1F1B path family, unfolded: it is evaluated once)."""
+    operation for operation (``pipeline._longest_s`` for the 1F1B path family, unfolded: it is evaluated once).
+    ``tab_i``, ``tab_f`` are ``pipeline.packed_path_tables(S, max(m − 1, 1))``."""
     backward = BACKWARD_TO_FORWARD * forward
     layout_f = np.zeros((1, NUM_LAYOUT_FLOATS))
     layout_i = np.zeros((1, NUM_LAYOUT_INTS), dtype=np.int64)
@@ -585,29 +614,31 @@ def model_total_s(forward, transfer, hop_latency, m, gpipe, tab, min_cadence_s):
         layout_i[0, LI_KIND], layout_i[0, LI_M] = kind, m
         return iteration_total_s(layout_f, layout_i, np.zeros(0), 0, min_cadence_s)
     last_stage_s, other_s, tail_s, loops_only_s, segments_s, pre_loop_s, post_s = _fixed(
-        forward, backward, transfer, hop_latency, m, tab
+        forward, backward, transfer, hop_latency, m, tab_i, tab_f
     )
+    tail_rest, advances = tab_part(tab_i, tab_i, TAB_TAIL_REST), tab_part(tab_i, tab_f, TAB_ADVANCES)
+    pre = tab_part(tab_i, tab_f, TAB_PRE)
     step_s = max(last_stage_s, max(layout_f[0, LF_MAX_X], min_cadence_s))
     longest = -np.inf
     for a in range(tail_s.shape[0]):
-        r = tab.tail_rest[a]
-        longest = max(longest, tail_s[a] + max(loops_only_s[r], tab.advances[r] * step_s))
+        r = tail_rest[a]
+        longest = max(longest, tail_s[a] + max(loops_only_s[r], advances[r] * step_s))
     for b in range(segments_s.shape[0]):
-        longest = max(longest, (segments_s[b] + max(tab.pre[b] * step_s, pre_loop_s[b])) + post_s[b])
+        longest = max(longest, (segments_s[b] + max(pre[b] * step_s, pre_loop_s[b])) + post_s[b])
     return layout_f[0, LF_BASE] + max(longest, other_s)
 
 
 @njit(cache=True)
 def store_layout(forward_r, activation_bytes, wan_message_bytes, allreduce_s, m, gpipe, regions, stages, length,
-                 line_gbps, latency, intra_gbps, intra_latency_s, tab, profile, slot, index, layout_f, layout_i, arrays,
-                 arrays_used, places, places_used, lay):
-    """Time a job profile's placement and store it as layout ``lay`` of a layout table, indexed at ``slot`` (or the next free one): what
-    ``layout_table.LayoutTable.store`` does with ``ClusterSim.timing_parts`` (its stage arrays, ``pipeline.
-    model_parts`` and the no-stall demand), operation for operation, in one call.
+                 line_gbps, latency, intra_gbps, intra_latency_s, tab_i, tab_f, profile, slot, index, layout_f, layout_i,
+                 arrays, arrays_used, places, places_used, lay):
+    """Time a job profile's placement and store it as layout ``lay`` of a layout table, indexed at ``slot`` or the
+    next free one: what ``layout_table.LayoutTable.store`` does with ``ClusterSim.timing_parts`` (its stage arrays,
+    ``pipeline.model_parts`` and the no-stall demand), operation for operation, in one call.
 
     ``forward_r`` (R,) is the profile's forward time per micro-batch of a stage on each region's GPUs; ``regions``
     and ``stages`` (their first ``length`` entries) the placement; ``line_gbps`` and ``latency`` (R, R) the links;
-    ``tab`` the profile's ``pipeline.path_tables(S, max(M − 1, 1))``. The table's arrays must have room for the
+    ``tab_i``, ``tab_f`` the profile's ``pipeline.packed_path_tables(S, max(M − 1, 1))``. The table's arrays must have room for the
     layout (``layout_table.LayoutTable.add`` grows them). Returns the floats and ints then used.
     """
     # ClusterSim._stage_arrays
@@ -627,7 +658,7 @@ def store_layout(forward_r, activation_bytes, wan_message_bytes, allreduce_s, m,
             transfer[q - 1] = transfer_time_s(wan_message_bytes, line_gbps[a, b])
             hop_latency[q - 1] = latency[a, b]
     row, ints = layout_f[lay], layout_i[lay]
-    arrays_used = write_model(forward, transfer, hop_latency, m, gpipe, tab, row, ints, arrays, arrays_used)
+    arrays_used = write_model(forward, transfer, hop_latency, m, gpipe, tab_i, tab_f, row, ints, arrays, arrays_used)
     # ClusterSim.demand_gbps: the message per compute cadence (pipeline.demand_cadence_s)
     cadence = forward.max() if gpipe else (forward + BACKWARD_TO_FORWARD * forward).max()
     row[LF_ALLREDUCE], row[LF_WAN_BYTES] = allreduce_s, wan_message_bytes

@@ -283,6 +283,30 @@ def path_tables(num_stages: int, n: int) -> _PathTables:
     return tables
 
 
+@functools.lru_cache(maxsize=128)
+def packed_path_tables(num_stages: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`path_tables` as compiled code takes them (``kernels.tab_part`` reads a field): ``(ints, floats)``,
+    read-only. ``ints`` starts with each field's start and length, in ``kernels.PATH_TABLE_FIELDS`` order (the
+    fields' own order), the int fields' values follow; ``floats`` holds the float fields' values."""
+    tables = path_tables(num_stages, n)
+    header, ints, floats = [], [], []
+    int_at, float_at = 2 * len(tables), 0
+    for array in tables:
+        if array.dtype.kind == "f":
+            header += (float_at, array.size)
+            floats.append(array)
+            float_at += array.size
+        else:
+            header += (int_at, array.size)
+            ints.append(array)
+            int_at += array.size
+    packed_i = np.concatenate([np.array(header, dtype=np.int64), *ints]).astype(np.int64)
+    packed_f = np.concatenate([np.zeros(0), *floats]).astype(np.float64)
+    for array in (packed_i, packed_f):
+        array.setflags(write=False)
+    return packed_i, packed_f
+
+
 class _FixedPaths(NamedTuple):
     """The parts of one layout's 1F1B path family that do not depend on the time of a single step.
 
