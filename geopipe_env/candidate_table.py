@@ -50,10 +50,13 @@ class CandidateTable:
         first = [jobs[j] for j in self._profile_job]
         self.job_i = np.array((job_profile, [j.iterations for j in jobs]), dtype=np.int64)  # (2, J), rows ck.J_*
         self.job_run_s = np.array([j.isolated_duration_s for j in jobs])  # (J,)
-        self.profile_f = np.array([(*j.forward_s, j.wan_message_bytes) for j in first])  # (P, R + 1)
-        self.profile_i = np.array(  # (P, 4 + R), columns ck.P_*
-            [(0, j.num_stages, j.stage_gpus, j.num_microbatches, *j.fits) for j in first], dtype=np.int64
-        )
+        # (P, R + 1) and (P, 4 + R), columns ck.P_*: filled by columns (rows of mixed numbers would be slower)
+        self.profile_f = np.empty((len(first), num_regions + 1))
+        self.profile_f[:, :num_regions] = [j.forward_s for j in first]
+        self.profile_f[:, num_regions] = [j.wan_message_bytes for j in first]
+        self.profile_i = np.zeros((len(first), ck.P_FITS + num_regions), dtype=np.int64)
+        self.profile_i[:, ck.P_STAGES:ck.P_FITS] = [(j.num_stages, j.stage_gpus, j.num_microbatches) for j in first]
+        self.profile_i[:, ck.P_FITS:] = [j.fits for j in first]
         self._world = (
             np.stack((w.bandwidth_gbps, w.latency_s)), np.stack((w.busy_watts * w.pue / w.tflops, w.idle_watts,
                                                                  w.busy_watts, w.pue)),

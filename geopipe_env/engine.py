@@ -8,6 +8,7 @@ vector envs need.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
 from enum import IntEnum
 from typing import NamedTuple
 
@@ -28,6 +29,16 @@ class Event(NamedTuple):
     version: int = 0
 
 
+def arrival_events(num_jobs: int) -> tuple[Event, ...]:
+    """The arrival events of jobs ``0 … num_jobs − 1``: immutable, so episodes share them (a reset needs tens)."""
+    if len(_ARRIVALS) < num_jobs:
+        _ARRIVALS.extend(Event(EventKind.ARRIVAL, job_id) for job_id in range(len(_ARRIVALS), num_jobs))
+    return tuple(_ARRIVALS[:num_jobs])
+
+
+_ARRIVALS: list[Event] = []
+
+
 class EventQueue:
     """A deterministic priority queue of timed events."""
 
@@ -44,11 +55,11 @@ class EventQueue:
         heapq.heappush(self._heap, (time_s, int(event.kind), self._seq, event))
         self._seq += 1
 
-    def push_all(self, timed_events: list[tuple[float, Event]]) -> None:
-        """``push`` each ``(time_s, event)`` in order (the same queue, built at once)."""
-        for time_s, event in timed_events:
-            self._heap.append((time_s, int(event.kind), self._seq, event))
-            self._seq += 1
+    def push_all(self, times_s: list[float], events: Sequence[Event]) -> None:
+        """``push`` each event at its time, in order (the same queue, built at once)."""
+        seq = self._seq
+        self._heap += [(time_s, int(event.kind), seq + i, event) for i, (time_s, event) in enumerate(zip(times_s, events))]
+        self._seq = seq + len(times_s)
         heapq.heapify(self._heap)
 
     def peek(self) -> float:

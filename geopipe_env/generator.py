@@ -234,14 +234,24 @@ def _cached_profile(cache: dict, key: tuple, model, shape, scenario, num_gpus, t
 
 
 def _hourly(series: list, start_hour: int, num_hours: int, at_mean: bool) -> np.ndarray:
-    """(len(series), num_hours): each series' window from ``start_hour``, or its 2023 mean throughout if
-    ``at_mean``; zeros for a missing series."""
-    return np.stack([
-        np.zeros(num_hours) if s is None
-        else np.full(num_hours, s.values.mean()) if at_mean
-        else s.window(start_hour, num_hours)
-        for s in series
-    ])
+    """(len(series), num_hours): each series' window from ``start_hour`` (``HourlySeries.window``, written in
+    place), or its 2023 mean throughout if ``at_mean``; zeros for a missing series."""
+    out = np.zeros((len(series), num_hours))
+    for row, s in zip(out, series):
+        if s is None:
+            continue
+        values = s.values
+        if at_mean:
+            row[:] = values.mean()
+        elif s.is_constant:
+            row[:] = values[0]
+        else:
+            start = start_hour % values.shape[0]
+            if start + num_hours <= values.shape[0]:
+                row[:] = values[start:start + num_hours]
+            else:
+                row[:] = s.window(start_hour, num_hours)
+    return out
 
 
 def sample_world(scenario: Scenario, rng: np.random.Generator, profile_cache: dict | None = None) -> World:
@@ -414,9 +424,11 @@ def _model_profile(
 
 
 def _make_job(job_id, arrival_s, model, dataset, iterations, scenario, shape: JobShape, profile: _ModelProfile) -> Job:
-    template = profile.job_templates.get((dataset, iterations))
+    # Keyed by the dataset object's identity: the profile cache serves one scenario, which keeps its datasets alive,
+    # and hashing the dataclass field by field would cost more than the copy.
+    template = profile.job_templates.get((id(dataset), iterations))
     if template is None:
-        job = profile.job_templates[(dataset, iterations)] = _build_job(
+        job = profile.job_templates[(id(dataset), iterations)] = _build_job(
             job_id, arrival_s, model, dataset, iterations, scenario, shape, profile
         )
         return job

@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from geopipe_env.engine import Event, EventKind, EventQueue
+from geopipe_env.engine import Event, EventKind, EventQueue, arrival_events
 from geopipe_env.generator import Job, World, timing_key
 from geopipe_env.physics import kernels, pipeline, schedule
 from geopipe_env.physics.energy import gpu_power_w
@@ -73,7 +73,11 @@ class Layout:
 
     demand_gbps: float
     timing: PlacementTiming
-    wan_link_index: tuple[int, ...]  # the placement's directed WAN links as flat indices into (R, R)
+    wan_link_index: np.ndarray  # (2·hops,) int64: the placement's directed WAN links as flat indices into (R, R)
+    # What a launch and a retiming read (the layout's key holds the job's shape, so these are the layout's own):
+    gpus: np.ndarray  # (R,) int64, read-only: GPUs held per region
+    num_wan_hops: int
+    wan_bytes_per_iteration: float  # 2 ways × M micro-batches × d·A bytes × WAN hops
     # The same stages with no WAN boundary (ClusterSim.local_iteration_s_of), set at the layout's first launch.
     local_iteration_s: float = float("nan")
 
@@ -298,7 +302,7 @@ class ClusterSim:
         # (time_s, allocated GPUs per region) after every launch and completion, for plots and audits.
         self.gpu_timeline: list[tuple[float, np.ndarray]] = [(0.0, np.zeros(world.num_regions, dtype=np.int64))]
         self._events = EventQueue()
-        self._events.push_all([(job.arrival_s, Event(_ARRIVAL, job.job_id)) for job in world.jobs])
+        self._events.push_all([job.arrival_s for job in world.jobs], arrival_events(n_jobs))
         # Hour ticks only where something changes by the hour: background traffic, or an hourly price or carbon
         # series of this episode's world (randomisation can hold a scenario's markets constant).
         self._time_varying = sc.network.background is not None or world.hourly_series
@@ -454,7 +458,7 @@ class ClusterSim:
     def _finish(self, rj: RunningJob) -> None:
         jid = rj.job.job_id
         del self.running[jid]
-        self._running_ids = np.array(list(self.running), dtype=np.int64)
+        self._running_ids = np.fromiter(self.running, np.int64, len(self.running))
         self.free_gpus += rj.gpus
         self._allocated_gpus -= rj.job.num_gpus  # the sum of rj.gpus
         self.status[jid] = _DONE
@@ -485,8 +489,16 @@ class ClusterSim:
             forward, transfer, latency, wan_pos = self._stage_arrays(job, placement)
             timing = PlacementTiming(self.world, job, placement, forward, transfer, latency, wan_pos, self.exact_timing)
             num_regions = self.world.num_regions
-            links = tuple(int(a) * num_regions + int(b) for a, b in placement.links)
-            cached = self._layout_cache[key] = Layout(self.demand_gbps(job, forward), timing, links)
+            links = np.array([a * num_regions + b for a, b in placement.links], dtype=np.int64)
+            gpus = np.zeros(num_regions, dtype=np.int64)
+            for r, n in zip(placement.regions, placement.stages):
+                gpus[r] = n * job.stage_gpus
+            for array in (links, gpus):  # shared by every launch of the layout
+                array.setflags(write=False)
+            hops = placement.num_wan_hops
+            per_iteration = 2.0 * job.num_microbatches * job.wan_message_bytes * hops
+            cached = self._layout_cache[key] = Layout(self.demand_gbps(job, forward), timing, links, gpus, hops,
+                                                      per_iteration)
         return cached
 
     def timing_parts(self, job: Job, placement: Placement) -> tuple[pipeline.ModelParts, float]:
@@ -591,29 +603,28 @@ class ClusterSim:
             why = self.check_placement(job, placement)
             if why is not None:
                 raise InfeasiblePlacement(why)
-        gpus = np.zeros(self.world.num_regions, dtype=np.int64)
-        for r, n in zip(placement.regions, placement.stages):
-            gpus[r] = n * job.stage_gpus
-        rj = RunningJob(self, job, placement, gpus, self.layout(job, placement), self._capacity_version)
+        lay = self.layout(job, placement)
+        gpus = lay.gpus
+        rj = RunningJob(self, job, placement, gpus, lay, self._capacity_version)
         self._remaining_iters[job_id] = float(job.iterations)
         self._iteration_s[job_id] = 0.0
         self._wan_bytes_per_s[job_id] = 0.0
         self._rate_gbps[job_id] = 0.0
         self._timed_at_capacity[job_id] = -1
-        self._demand_gbps[job_id] = rj.layout.demand_gbps
-        links = rj.layout.wan_link_index
-        self._job_links[job_id, : len(links)] = links
-        self._job_num_links[job_id] = len(links)
+        self._demand_gbps[job_id] = lay.demand_gbps
+        links = lay.wan_link_index
+        self._job_links[job_id, : links.shape[0]] = links
+        self._job_num_links[job_id] = links.shape[0]
         self.free_gpus -= gpus
         self._allocated_gpus += job.num_gpus  # the sum of gpus (check_placement: the stages sum to num_stages)
         self.waiting.remove(job_id)
         self.status[job_id] = _RUNNING
         self.start_s[job_id] = self.now_s
-        if math.isnan(rj.layout.local_iteration_s):
-            rj.layout.local_iteration_s = self.local_iteration_s_of(job, placement)
-        self.local_iteration_s[job_id] = rj.layout.local_iteration_s
+        if math.isnan(lay.local_iteration_s):
+            lay.local_iteration_s = self.local_iteration_s_of(job, placement)
+        self.local_iteration_s[job_id] = lay.local_iteration_s
         self.running[job_id] = rj
-        self._running_ids = np.array(list(self.running), dtype=np.int64)
+        self._running_ids = np.fromiter(self.running, np.int64, len(self.running))
         self.placements[job_id] = placement
         self.gpu_timeline.append((self.now_s, self.world.num_gpus - self.free_gpus))
         self._recompute_rates()
@@ -653,13 +664,11 @@ class ClusterSim:
         self._timed_at_capacity[jid] = version
         t_iter, power = lay.timing.at(rate_gbps)
         self._rate_gbps[jid] = rate_gbps
-        hops = rj.placement.num_wan_hops
-        rj.stalled = stalled = bool(hops) and is_stalled(rate_gbps, lay.demand_gbps)
+        rj.stalled = stalled = bool(lay.num_wan_hops) and is_stalled(rate_gbps, lay.demand_gbps)
         if stalled:
             self.ever_stalled[jid] = True
         self._power_w[jid] = power
-        per_iter_bytes = 2.0 * job.num_microbatches * job.wan_message_bytes * hops
-        self._wan_bytes_per_s[jid] = per_iter_bytes / t_iter
+        self._wan_bytes_per_s[jid] = lay.wan_bytes_per_iteration / t_iter
         if t_iter != self._iteration_s[jid]:
             self._iteration_s[jid] = t_iter
             rj.version += 1

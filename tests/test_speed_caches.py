@@ -208,10 +208,20 @@ def test_event_queue_push_all_pops_as_pushes():
     one_by_one, at_once = EventQueue(), EventQueue()
     for time_s, event in timed:
         one_by_one.push(time_s, event)
-    at_once.push_all(timed)
+    at_once.push_all([time_s for time_s, _ in timed], [event for _, event in timed])
     at_once.push(2.0, Event(EventKind.COMPLETION, 99))
     one_by_one.push(2.0, Event(EventKind.COMPLETION, 99))
     assert [one_by_one.pop() for _ in range(61)] == [at_once.pop() for _ in range(61)]
+
+
+def test_arrival_events_are_shared_and_equal_new_ones():
+    """Every episode's arrival events are the same immutable objects, equal to the events built one by one."""
+    from geopipe_env.engine import Event, EventKind, arrival_events
+
+    first = arrival_events(30)
+    assert first == tuple(Event(EventKind.ARRIVAL, j) for j in range(30))
+    again = arrival_events(45)
+    assert again[:30] == first and all(a is b for a, b in zip(again, first)) and again[44].job_id == 44
 
 
 def test_envs_of_one_process_share_layouts_and_change_nothing(monkeypatch):
