@@ -393,25 +393,31 @@ class GeoPipeEnv(gym.Env):
         hours = lambda x: float(x) / SECONDS_PER_HOUR  # noqa: E731
         p50, p95 = _percentiles(jct, (50, 95)) if jct.size else (float("nan"), float("nan"))
         return {
-            "avg_jct_h": hours(jct.mean()) if jct.size else float("nan"),
+            "avg_jct_h": hours(_mean(jct)) if jct.size else float("nan"),
             "p50_jct_h": hours(p50),
             "p95_jct_h": hours(p95),
-            "avg_wait_h": hours(wait.mean()) if wait.size else float("nan"),
-            "avg_slowdown": float((jct / lower[done]).mean()) if jct.size else float("nan"),
+            "avg_wait_h": hours(_mean(wait)) if wait.size else float("nan"),
+            "avg_slowdown": _mean(jct / lower[done]) if jct.size else float("nan"),
             "makespan_h": hours(makespan),
             "total_cost_usd": sim.cost_usd,
             "energy_kwh": sim.energy_kwh,
             "carbon_kg": sim.carbon_kg,
             "gpu_utilization": sim.gpu_seconds / total_gpu_s,
             "wan_traffic_tb": sim.wan_bytes / BYTES_PER_TB,
-            "stalled_job_fraction": float(sim.ever_stalled[started].mean()) if started.any() else 0.0,
+            "stalled_job_fraction": _mean(sim.ever_stalled[started]) if started.any() else 0.0,
             "avg_comm_slowdown": _nanmean(sim.comm_slowdown()) if started.any() else float("nan"),
             "max_link_utilization": sim.max_link_utilization,
             "jobs_completed": int(done.sum()),
             "invalid_actions": self.invalid_actions,
-            "jct_lower_bound_h": hours(lower.mean()),
+            "jct_lower_bound_h": hours(_mean(lower)),
             "cost_lower_bound_usd": lb_energy * float(w.price.values[:, :horizon_hours].min()),
         }
+
+
+def _mean(values: np.ndarray) -> float:
+    """``float(values.mean())`` of a non-empty 1-D float or bool array, by its arithmetic (numpy's sum ÷ the count) without
+    its general path: about 1 µs where it costs about 5 µs."""
+    return float(values.sum()) / values.shape[0]
 
 
 def _nanmean(values: np.ndarray) -> float:
