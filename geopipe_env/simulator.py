@@ -236,6 +236,8 @@ LAYOUT_CACHE_SIZE = 1024  # layouts kept across episodes (launched ones: the com
 SHARED_LAYOUT_CACHES = 4  # layout caches a process keeps (shared_layout_cache); all forgotten when full
 
 _SHARED_LAYOUTS: dict[tuple, dict] = {}
+LOCAL_ITERATION_CACHE_SIZE = 2048  # local iteration times a process keeps (ClusterSim.local_iteration_s_of)
+_LOCAL_ITERATION: dict[tuple, float] = {}
 
 
 def shared_layout_cache(world: World, exact_timing: bool) -> dict:
@@ -513,15 +515,33 @@ class ClusterSim:
 
     def local_iteration_s_of(self, job: Job, placement: Placement) -> float:
         """Iteration time of ``placement``'s stages with every boundary inside one region (intra-region link and
-        latency): what the job would take with no WAN. The base of its communication slowdown."""
-        forward = np.repeat(job.forward_s[list(placement.regions)], placement.stages)
-        n_hops = forward.shape[0] - 1
+        latency): what the job would take with no WAN. The base of its communication slowdown.
+
+        It depends on the placement only through its stages' forward times in order, so it is memoised (for the
+        process) by those, as runs of equal times: placements over regions of one GPU type share it."""
         sc = self.world.scenario
-        transfer = np.full(n_hops, transfer_time_s(job.activation_bytes, sc.network.intra_bandwidth_gbps))
-        latency = np.full(n_hops, float(sc.network.intra_latency_s))
-        inputs = _timing_inputs(forward, transfer, latency, _NO_WAN, job.num_microbatches, sc.pipeline_schedule,
-                                self.exact_timing)
-        return _iteration_time_s(inputs, 0.0) + job.allreduce_s  # PlacementTiming.at(0.0): no cadence floor
+        runs: list[tuple[float, int]] = []  # (forward time, stages) of consecutive stages with equal times
+        for r, n in zip(placement.regions, placement.stages):
+            f = float(job.forward_s[r])
+            if runs and runs[-1][0] == f:
+                runs[-1] = (f, runs[-1][1] + n)
+            else:
+                runs.append((f, n))
+        key = (job.profile_key, tuple(runs), float(sc.network.intra_bandwidth_gbps), float(sc.network.intra_latency_s),
+               sc.pipeline_schedule, self.exact_timing)
+        cached = _LOCAL_ITERATION.get(key)
+        if cached is None:
+            if len(_LOCAL_ITERATION) >= LOCAL_ITERATION_CACHE_SIZE:
+                _LOCAL_ITERATION.clear()
+            forward = np.repeat(job.forward_s[list(placement.regions)], placement.stages)
+            n_hops = forward.shape[0] - 1
+            transfer = np.full(n_hops, transfer_time_s(job.activation_bytes, sc.network.intra_bandwidth_gbps))
+            latency = np.full(n_hops, float(sc.network.intra_latency_s))
+            inputs = _timing_inputs(forward, transfer, latency, _NO_WAN, job.num_microbatches, sc.pipeline_schedule,
+                                    self.exact_timing)
+            # PlacementTiming.at(0.0): no cadence floor
+            cached = _LOCAL_ITERATION[key] = _iteration_time_s(inputs, 0.0) + job.allreduce_s
+        return cached
 
     def _stage_arrays(self, job: Job, placement: Placement) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Per-stage forward times and per-boundary transfer/latency at line rate, plus WAN hop positions."""

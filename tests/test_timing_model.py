@@ -175,8 +175,30 @@ def test_local_iteration_is_the_placement_timed_with_intra_region_links(timing):
             timing_model = simulator.PlacementTiming(
                 env.world, job, rj.placement, forward, transfer, latency, np.zeros(0, dtype=np.intp), timing == "exact"
             )
-            assert sim.local_iteration_s_of(job, rj.placement) == timing_model.at(0.0)[0]
+            assert sim.local_iteration_s_of(job, rj.placement) == timing_model.at(0.0)[0]  # memoised, maybe
+            simulator._LOCAL_ITERATION.clear()
+            assert sim.local_iteration_s_of(job, rj.placement) == timing_model.at(0.0)[0]  # computed
             checked += 1
         if terminated or truncated:
             break
     assert checked > 30
+
+
+def test_local_iteration_is_shared_by_placements_of_equal_stage_times():
+    """Placements whose stages run at the same times in the same order (regions of one GPU type) share one
+    memoised local iteration time, equal to each computed afresh."""
+    env = gym.make("GeoPipe-v0").unwrapped
+    env.reset(seed=2)
+    sim, world = env.sim, env.world
+    job = max(world.jobs, key=lambda j: j.num_stages)
+    same = [r for r in range(world.num_regions) if job.forward_s[r] == job.forward_s[0] and job.fits[r]]
+    assert len(same) >= 2
+    split = Placement((same[0], same[1]), (1, job.num_stages - 1))
+    whole = Placement((same[1],), (job.num_stages,))
+    fresh = []
+    for placement in (split, whole):
+        simulator._LOCAL_ITERATION.clear()
+        fresh.append(sim.local_iteration_s_of(job, placement))
+    simulator._LOCAL_ITERATION.clear()
+    shared = [sim.local_iteration_s_of(job, placement) for placement in (split, whole)]
+    assert fresh == shared and shared[0] == shared[1] and len(simulator._LOCAL_ITERATION) == 1
