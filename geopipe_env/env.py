@@ -232,10 +232,10 @@ class GeoPipeEnv(gym.Env):
             self._table = CandidateTable(self.sim, shared_table(self.world), self._codes, self.queue_slots)
         jobs = self.world.jobs
         # np.mean's arithmetic (numpy's sum, then ÷ the count) without its general path: 4 µs where it costs 9 µs.
-        self.t_ref_s = float(np.array([j.isolated_duration_s for j in jobs]).sum()) / len(jobs)
-        iso_energy_kwh = float(
-            np.array([j.isolated_power_w / WATTS_PER_KW * j.isolated_duration_s / SECONDS_PER_HOUR for j in jobs]).sum()
-        ) / len(jobs)
+        self.t_ref_s = _mean(np.array([j.isolated_duration_s for j in jobs]))
+        iso_energy_kwh = _mean(
+            np.array([j.isolated_power_w / WATTS_PER_KW * j.isolated_duration_s / SECONDS_PER_HOUR for j in jobs])
+        )
         mean_price = float(self.world.price.values.mean())
         self.c_ref_usd = iso_energy_kwh * (mean_price if mean_price > 0 else float(np.abs(self.world.price.values).mean()) + 1e-9)
         carbon_ref_kg = iso_energy_kwh * float(self.world.carbon.values.mean()) / 1000.0
@@ -416,7 +416,7 @@ class GeoPipeEnv(gym.Env):
 
 def _mean(values: np.ndarray) -> float:
     """``float(values.mean())`` of a non-empty 1-D float or bool array, by its arithmetic (numpy's sum ÷ the count) without
-    its general path: about 1 µs where it costs about 5 µs."""
+    its general path: about 2 µs where it costs about 5 µs."""
     return float(values.sum()) / values.shape[0]
 
 

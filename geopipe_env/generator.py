@@ -234,23 +234,14 @@ def _cached_profile(cache: dict, key: tuple, model, shape, scenario, num_gpus, t
 
 
 def _hourly(series: list, start_hour: int, num_hours: int, at_mean: bool) -> np.ndarray:
-    """(len(series), num_hours): each series' window from ``start_hour`` (``HourlySeries.window``, written in
-    place), or its 2023 mean throughout if ``at_mean``; zeros for a missing series."""
+    """(len(series), num_hours): each series' window from ``start_hour``, or its 2023 mean throughout if
+    ``at_mean``; zeros for a missing series."""
     out = np.zeros((len(series), num_hours))
     for row, s in zip(out, series):
-        if s is None:
-            continue
-        values = s.values
-        if at_mean:
-            row[:] = values.mean()
-        elif s.is_constant:
-            row[:] = values[0]
-        else:
-            start = start_hour % values.shape[0]
-            if start + num_hours <= values.shape[0]:
-                row[:] = values[start:start + num_hours]
-            else:
-                row[:] = s.window(start_hour, num_hours)
+        if s is not None and at_mean:
+            row[:] = s.values.mean()
+        elif s is not None:
+            s.window(start_hour, num_hours, out=row)
     return out
 
 
@@ -294,25 +285,16 @@ def sample_world(scenario: Scenario, rng: np.random.Generator, profile_cache: di
         # This draw's profiles by model and shape object: the cache's keys (dataclasses, hashed field by field) are
         # then hashed once per profile rather than once per job.
         drawn: dict[tuple[int, int], _ModelProfile] = {}
-        # And its jobs' templates by model, shape, dataset (objects of the scenario, which outlives the draw) and
-        # iterations: a job of a known template is a copy of its fields (_job_like).
-        templates: dict[tuple, Job] = {}
         try:
             jobs = []
             for job_id, (arrival_s, model, dataset, iterations, shape) in enumerate(arrivals):
-                template = templates.get((id(model), id(shape), id(dataset), iterations))
-                if template is not None:
-                    jobs.append(_job_like(template, job_id, float(arrival_s)))
-                    continue
                 profile = drawn.get((id(model), id(shape)))
                 if profile is None:
                     profile = drawn[id(model), id(shape)] = _cached_profile(
                         profile_cache, (model, shape, world_key), model, shape, scenario, num_gpus, tflops, memory,
                         busy, idle, pue, links,
                     )
-                job = _make_job(job_id, arrival_s, model, dataset, iterations, scenario, shape, profile)
-                templates[id(model), id(shape), id(dataset), iterations] = job
-                jobs.append(job)
+                jobs.append(_make_job(job_id, arrival_s, model, dataset, iterations, scenario, shape, profile))
             break
         except JobDoesNotFit:
             if not rand.gpu_types:

@@ -91,7 +91,7 @@ def hourly_features(price: np.ndarray, prefix_h: np.ndarray, carbon: np.ndarray,
     next ``FORECAST_H`` hours (this one included; fewer where the series ends), both normalised across regions
     (:func:`_normalise_prices`), and carbon ÷ ``carbon_scale``. ``price`` and ``carbon`` are (R, H), ``prefix_h``
     (R, H + 1) the price's prefix sums (``HourlyIntegral.prefix_h``). The same floats as numpy's whole-array
-    version (tests/test_env.py), in a tenth of its time."""
+    version (tests/test_env.py), in about a third of its time (39 against 106 µs on GeoPipe-v0's 722 hours)."""
     num_regions, num_hours = price.shape
     forecast = np.empty((num_regions, num_hours))
     for r in range(num_regions):

@@ -37,16 +37,20 @@ class HourlySeries:
     def is_constant(self) -> bool:
         return self.values.shape[0] == 1
 
-    def window(self, start_hour: int, num_hours: int) -> np.ndarray:
-        """Values for hours ``start_hour .. start_hour + num_hours - 1``, wrapping around the year."""
-        if self.is_constant:
-            return np.full(num_hours, self.values[0])
+    def window(self, start_hour: int, num_hours: int, out: np.ndarray | None = None) -> np.ndarray:
+        """Values for hours ``start_hour .. start_hour + num_hours - 1``, wrapping around the year: a new array, or
+        ``out`` (num_hours,) written in place."""
+        if out is None:
+            out = np.empty(num_hours)
         size = self.values.shape[0]
         start = start_hour % size
-        if start + num_hours <= size:  # no wrap: a copy of one slice
-            return self.values[start:start + num_hours].copy()
-        idx = (start + np.arange(num_hours)) % size
-        return self.values[idx]
+        if self.is_constant:
+            out[:] = self.values[0]
+        elif start + num_hours <= size:  # no wrap: one slice
+            out[:] = self.values[start:start + num_hours]
+        else:
+            out[:] = self.values[(start + np.arange(num_hours)) % size]
+        return out
 
 
 @dataclass(frozen=True, slots=True)

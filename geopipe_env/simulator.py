@@ -76,7 +76,6 @@ class Layout:
     wan_link_index: np.ndarray  # (2·hops,) int64: the placement's directed WAN links as flat indices into (R, R)
     # What a launch and a retiming read (the layout's key holds the job's shape, so these are the layout's own):
     gpus: np.ndarray  # (R,) int64, read-only: GPUs held per region
-    num_wan_hops: int
     wan_bytes_per_iteration: float  # 2 ways × M micro-batches × d·A bytes × WAN hops
     # The same stages with no WAN boundary (ClusterSim.local_iteration_s_of), set at the layout's first launch.
     local_iteration_s: float = float("nan")
@@ -497,10 +496,8 @@ class ClusterSim:
                 gpus[r] = n * job.stage_gpus
             for array in (links, gpus):  # shared by every launch of the layout
                 array.setflags(write=False)
-            hops = placement.num_wan_hops
-            per_iteration = 2.0 * job.num_microbatches * job.wan_message_bytes * hops
-            cached = self._layout_cache[key] = Layout(self.demand_gbps(job, forward), timing, links, gpus, hops,
-                                                      per_iteration)
+            per_iteration = 2.0 * job.num_microbatches * job.wan_message_bytes * placement.num_wan_hops
+            cached = self._layout_cache[key] = Layout(self.demand_gbps(job, forward), timing, links, gpus, per_iteration)
         return cached
 
     def timing_parts(self, job: Job, placement: Placement) -> tuple[pipeline.ModelParts, float]:
@@ -684,7 +681,7 @@ class ClusterSim:
         self._timed_at_capacity[jid] = version
         t_iter, power = lay.timing.at(rate_gbps)
         self._rate_gbps[jid] = rate_gbps
-        rj.stalled = stalled = bool(lay.num_wan_hops) and is_stalled(rate_gbps, lay.demand_gbps)
+        rj.stalled = stalled = bool(lay.wan_link_index.shape[0]) and is_stalled(rate_gbps, lay.demand_gbps)
         if stalled:
             self.ever_stalled[jid] = True
         self._power_w[jid] = power

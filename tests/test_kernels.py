@@ -449,8 +449,8 @@ def test_simulator_rows_stay_views_of_its_tables_in_copies():
         assert np.array_equal(clone._job_f, sim._job_f) and np.array_equal(clone._job_i, sim._job_i)
         for name in names:
             row = getattr(clone, name)
-            table = clone._job_f if row.dtype == np.float64 else clone._job_i
-            assert np.shares_memory(row, table) and not np.shares_memory(row, sim._job_f), name
+            table, original = (clone._job_f, sim._job_f) if row.dtype == np.float64 else (clone._job_i, sim._job_i)
+            assert np.shares_memory(row, table) and not np.shares_memory(row, original), name
             assert np.array_equal(row, getattr(sim, name)), name
         clone.step_event()  # runs on its own tables: the original does not move
         assert not np.array_equal(clone._remaining_iters, sim._remaining_iters)

@@ -241,14 +241,19 @@ def test_envs_of_one_process_share_layouts_and_change_nothing(monkeypatch):
 
 
 def test_series_window_is_the_wrapped_index_of_the_year():
-    """HourlySeries.window takes one slice when the window does not wrap, and equals the wrapped index either way."""
+    """HourlySeries.window takes one slice when the window does not wrap, and equals the wrapped index either way,
+    as a new array or written into ``out``; a constant series fills the window with its value."""
     from geopipe_env.scenario import HourlySeries
 
     values = np.random.default_rng(2).random(8760)
     series = HourlySeries("year", values)
     for start in (-5, 0, 1, 5000, 8038, 8759, 8760, 20000):
         for hours in (1, 24, 722, 760, 9000):
+            want = values[(start + np.arange(hours)) % 8760]
             window = series.window(start, hours)
-            assert np.array_equal(window, values[(start + np.arange(hours)) % 8760]), (start, hours)
+            assert np.array_equal(window, want), (start, hours)
             window[0] = -1.0  # a copy: the scenario's series stays as it was
+            out = np.full(hours, np.nan)
+            assert series.window(start, hours, out=out) is out and np.array_equal(out, want), (start, hours)
     assert np.array_equal(series.values, np.random.default_rng(2).random(8760))
+    assert np.array_equal(HourlySeries.constant(0.25).window(7, 5), np.full(5, 0.25))
