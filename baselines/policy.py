@@ -12,7 +12,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from geopipe_env.env import GeoPipeEnv
-from geopipe_env.placement import STRATEGY_NAMES
+from geopipe_env.strategies import STRATEGY_NAMES
 
 
 @runtime_checkable

@@ -29,7 +29,8 @@ from baselines import make_policy
 from baselines.bace import BacePipePolicy
 from baselines.evaluation import mean_ci
 from baselines.policy import play_episode
-from geopipe_env.placement import BaceReading, bace_pipe, register_strategy, strategy_names
+from geopipe_env.placement import BaceReading, bace_pipe
+from geopipe_env.strategies import register_strategy, strategy_names
 
 READINGS: dict[str, BaceReading] = {
     "no single-region first": BaceReading(single_region_first=False),

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import importlib
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -24,10 +25,13 @@ from numba.core.registry import CPUDispatcher
 
 from baselines.cli import int_at_least
 from env_throughput import masked_random_action
-from geopipe_env import candidate_kernels, observation
-from geopipe_env.physics import kernels
+from geopipe_env.compiled import COMPILED_SOURCES
 
-MODULES = (kernels, candidate_kernels, observation)  # the modules that hold the compiled kernels
+# The modules that hold the compiled kernels.
+MODULES = tuple(
+    importlib.import_module("geopipe_env." + name.removesuffix(".py").replace("/", "."))
+    for name in COMPILED_SOURCES if name != "__init__.py"
+)
 
 
 @contextlib.contextmanager
@@ -44,8 +48,9 @@ def clocked_kernels(seconds: collections.Counter, calls: collections.Counter) ->
             return out
         return call
 
+    # Each kernel in the module that defines it (a module that imports one by name calls it unclocked).
     originals = [(module, name, value) for module in MODULES for name, value in vars(module).items()
-                 if isinstance(value, CPUDispatcher)]
+                 if isinstance(value, CPUDispatcher) and value.py_func.__module__ == module.__name__]
     try:
         for module, name, kernel in originals:
             setattr(module, name, clocked(name, kernel))

@@ -1,11 +1,10 @@
-"""Layer 5: the candidate table of the built-in strategies in compiled code (numba, cached on disk).
+"""Layer 5: the compiled twins of the built-in strategies, and the candidate table they give.
 
 :func:`candidate_table` computes, for every visible job, the placements of the five named strategies
 (``bace-pipe`` with its default reading, ``cr-lcf``, ``cr-ldf``, ``lcf``, ``ldf``), the pool of those and every
 single region that holds the job, each pool entry's estimate, cost and carbon, and the ``fastest`` /
-``cheapest`` / ``greenest`` choices: what :func:`geopipe_env.placement.candidate_row` computes in Python, which
-stays the reference (``tests/test_candidate_kernels.py`` checks the two against each other), decision for
-decision. Ties, orders and arithmetic follow the Python code step by step, so the same placements come out and
+``cheapest`` / ``greenest`` choices: what :func:`geopipe_env.strategies.candidate_row` computes from the Python
+rules (``tests/test_candidate_kernels.py`` checks the two against each other, decision for decision). Ties, orders and arithmetic follow the Python code step by step, so the same placements come out and
 the numbers agree to rounding. Every job's timing is read from a :class:`geopipe_env.layout_table.LayoutTable`;
 a placement whose layout is not stored yet is reported back as a miss for the caller to add.
 """
@@ -13,35 +12,37 @@ a placement whose layout is not stored yet is reported back as a miss for the ca
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
-from geopipe_env.physics import kernels
-from geopipe_env.physics.kernels import LF_ALLREDUCE, LF_DEMAND, LF_WAN_BYTES
-from geopipe_env.units import GRAMS_PER_KG, SECONDS_PER_HOUR, WATTS_PER_KW
+from geopipe_env.compiled import jit
+from geopipe_env.layout_table import LayoutTable, find_layout
+from geopipe_env.physics.energy import cumulative_at, gpu_power_w, weighted_integral
+from geopipe_env.physics.network import is_stalled
+from geopipe_env.physics.pipeline import BACKWARD_TO_FORWARD, iteration_total_s
+from geopipe_env.tables import (
+    C_CARBON, C_COST, C_DEMAND, C_DURATION, C_ITERATION, C_RATE, C_STALLED, CAND_BANDWIDTH_SLACK, CAND_CARBON,
+    CAND_COST, CAND_FEASIBLE, CAND_LOG_DURATION, CAND_LOG_ITERATION_VS_ISOLATED, CAND_STALLED, CAND_WAN_HOPS,
+    J_ITERATIONS, J_PROFILE, LF_ALLREDUCE, LF_DEMAND, LF_WAN_BYTES, NUM_CANDIDATE_FLOATS, P_FITS, P_MICROBATCHES,
+    P_STAGE_GPUS, P_STAGES, P_TABLE_ID,
+)
+from geopipe_env.units import GRAMS_PER_KG, SECONDS_PER_HOUR, WATTS_PER_KW, transfer_time_s
 
-# Strategy codes, in placement.POOLED_FROM order, then the selectors.
+# Strategy codes (``strategies.BUILT_IN`` binds them to names): the named strategies, which make the pool in this
+# order, then the selectors. A negative code (``strategies.NO_TWIN``) is a strategy this kernel leaves to Python.
 BACE_PIPE, CR_LCF, CR_LDF, LCF, LDF, FASTEST, CHEAPEST, GREENEST = range(8)
-CODES = {"bace-pipe": 0, "cr-lcf": 1, "cr-ldf": 2, "lcf": 3, "ldf": 4, "fastest": 5, "cheapest": 6, "greenest": 7}
 NUM_NAMED = 5
-# Columns of a profile's ints (then its memory fit per region, 1 or 0, from P_FITS on), rows of the per-job ints,
-# and columns of a candidate's floats.
-P_TABLE_ID, P_STAGES, P_STAGE_GPUS, P_MICROBATCHES, P_FITS = range(5)
-J_PROFILE, J_ITERATIONS = range(2)
-C_ITERATION, C_DURATION, C_COST, C_CARBON, C_RATE, C_DEMAND, C_STALLED = range(7)
-NUM_CANDIDATE_FLOATS = 7
 # Path growth scores: -price of the new region (cr-lcf); free stages and spare bandwidth (cr-ldf); spare
 # bandwidth (bace-pipe).
 _BY_PRICE, _BY_FREE_AND_SPARE, _BY_SPARE = range(3)
-_GPU_BUSY_PER_FORWARD = 1.0 + kernels.BACKWARD_TO_FORWARD  # forward + backward, in forward times
+_GPU_BUSY_PER_FORWARD = 1.0 + BACKWARD_TO_FORWARD  # forward + backward, in forward times
 
 
-@njit(cache=True)
+@jit
 def _before(key_a: float, a: int, key_b: float, b: int) -> bool:
     """``(key_a, a) < (key_b, b)``: Python's order of ``(key, region)`` tuples."""
     return key_a < key_b or (key_a == key_b and a < b)
 
 
-@njit(cache=True)
+@jit
 def _sort_by(keys: np.ndarray, regions: np.ndarray, count: int) -> None:
     """Sort ``regions[:count]`` in place by ``(keys[r], r)`` (``sorted(regions, key=lambda r: (keys[r], r))``)."""
     for i in range(1, count):
@@ -53,17 +54,17 @@ def _sort_by(keys: np.ndarray, regions: np.ndarray, count: int) -> None:
         regions[j + 1] = r
 
 
-@njit(cache=True)
+@jit
 def _admits(a: int, b: int, spare: np.ndarray, latency: np.ndarray, forward: np.ndarray, wan_bytes: float) -> bool:
     """``placement.comm_fits_compute``: ``d·A·8/B_avail + latency <= t_f + t_b`` on boundary a→b."""
     free_bw = min(spare[a, b], spare[b, a])
     if free_bw <= 0.0:
         return False
-    comm_s = kernels.transfer_time_s(wan_bytes, free_bw) + latency[a, b]
+    comm_s = transfer_time_s(wan_bytes, free_bw) + latency[a, b]
     return comm_s <= _GPU_BUSY_PER_FORWARD * min(forward[a], forward[b])
 
 
-@njit(cache=True)
+@jit
 def _grow_path(start: int, needed: int, free: np.ndarray, bandwidth: np.ndarray, spare: np.ndarray,
                latency: np.ndarray, forward: np.ndarray, wan_bytes: float, price: np.ndarray, score_kind: int,
                max_free: float, max_bw: float, admissible: bool, both_ends: bool, path: np.ndarray,
@@ -107,7 +108,7 @@ def _grow_path(start: int, needed: int, free: np.ndarray, bandwidth: np.ndarray,
     return length
 
 
-@njit(cache=True)
+@jit
 def _fill_in_order(path: np.ndarray, length: int, free: np.ndarray, needed: int, regions: np.ndarray,
                    stages: np.ndarray) -> int:
     """``placement._fill_in_order``: the placement's length in ``regions``/``stages`` (0 if none)."""
@@ -125,7 +126,7 @@ def _fill_in_order(path: np.ndarray, length: int, free: np.ndarray, needed: int,
     return 0
 
 
-@njit(cache=True)
+@jit
 def _cost_min_allocate(path: np.ndarray, length: int, free: np.ndarray, needed: int, rank: np.ndarray,
                        regions: np.ndarray, stages: np.ndarray, order: np.ndarray) -> int:
     """``placement.cost_min_allocate``: one stage per path region, the rest in ascending cost; length or 0."""
@@ -149,7 +150,7 @@ def _cost_min_allocate(path: np.ndarray, length: int, free: np.ndarray, needed: 
     return 0 if left > 0 else length
 
 
-@njit(cache=True)
+@jit
 def _best_single(free: np.ndarray, needed: int, keys: np.ndarray) -> int:
     """``placement.single_region``: the region minimising ``(keys[r], r)`` that holds ``needed`` stages, or -1."""
     best = -1
@@ -159,12 +160,12 @@ def _best_single(free: np.ndarray, needed: int, keys: np.ndarray) -> int:
     return best
 
 
-@njit(cache=True)
+@jit
 def _named(code: int, free: np.ndarray, free_gpus: np.ndarray, needed: int, bandwidth: np.ndarray, spare: np.ndarray,
            max_spare: float, latency: np.ndarray, forward: np.ndarray, wan_bytes: float, price: np.ndarray,
            rank: np.ndarray, regions: np.ndarray, stages: np.ndarray, path: np.ndarray, in_path: np.ndarray,
            order: np.ndarray) -> int:
-    """The placement of named strategy ``code`` (``placement.BASE_STRATEGIES``) in ``regions``/``stages``; its
+    """The placement of named strategy ``code`` (``strategies.BUILT_IN``) in ``regions``/``stages``; its
     length, 0 if the strategy finds none."""
     num_regions = free.shape[0]
     if code == LCF or code == LDF:
@@ -213,7 +214,7 @@ def _named(code: int, free: np.ndarray, free_gpus: np.ndarray, needed: int, band
     return _fill_in_order(path, length, free, needed, regions, stages)
 
 
-@njit(cache=True)
+@jit
 def _same(regions_a: np.ndarray, stages_a: np.ndarray, length_a: int, regions_b: np.ndarray, stages_b: np.ndarray,
           length_b: int) -> bool:
     """Whether two placements (regions, stages, path length) are equal."""
@@ -225,7 +226,7 @@ def _same(regions_a: np.ndarray, stages_a: np.ndarray, length_a: int, regions_b:
     return True
 
 
-@njit(cache=True)
+@jit
 def candidate_table(
     now_s, free_gpus, capacity, link_load,
     links, region_f, price_prefix, price_values, carbon_prefix, carbon_values,
@@ -235,7 +236,7 @@ def candidate_table(
     index, layout_f, layout_i, arrays, places,
     candidate_of, candidate_f, candidate_place, candidate_length, misses, mask,
 ) -> tuple[int, int, int]:
-    """The candidate table of the visible jobs (``placement.candidate_row`` for each, in slot order).
+    """The candidate table of the visible jobs (``strategies.candidate_row`` for each, in slot order).
 
     Args:
         now_s, free_gpus (R,), capacity (R, R), link_load (R, R): the decision instant, free GPUs per region, and
@@ -246,13 +247,16 @@ def candidate_table(
             numba's dispatch costs about 0.1 µs per array argument.)
         profile_f (P, R + 1), profile_i (P, 4 + R): per job profile, its forward time per region, then its WAN
             message ``d·A`` in bytes; its layout-table id, stage count, GPUs per stage and micro-batches, then its
-            memory fit per region (``P_*`` columns).
+            memory fit per region (``tables.PROFILE_INTS``).
         visible (Q,): the visible jobs' ids. job_i (2, J), job_run_s (J,): per job, its profile and iterations
-            (``J_*`` rows) and its isolated duration (what BACE-Pipe's cost rank spreads the price over).
-        strategies (K,): strategy codes (``CODES``).
+            (``tables.CANDIDATE_JOB_INTS`` rows) and its isolated duration (what BACE-Pipe's cost rank spreads the
+            price over).
+        strategies (K,): strategy codes (``BACE_PIPE`` … ``GREENEST``; a negative code leaves column k to the
+            caller).
         index … places: a :class:`~geopipe_env.layout_table.LayoutTable`'s arrays.
         candidate_of (Q, K): written, the candidate behind each action (−1: masked). candidate_f (C, 7),
-            candidate_place (C, 2R), candidate_length (C,): written, each candidate's figures (``C_*`` columns),
+            candidate_place (C, 2R), candidate_length (C,): written, each candidate's figures
+            (``tables.CANDIDATE_FLOATS``),
             regions and stages, and path length.
         misses (X, 2R + 2): written, the (profile, length, regions, stages) of placements whose layout the table
             lacks.
@@ -306,8 +310,8 @@ def candidate_table(
             for r in range(num_regions):
                 free_of[p, r] = free_gpus[r] // stage_gpus if ints[P_FITS + r] else 0
             run_s = job_run_s[job]
-            kernels.cumulative_at(price_prefix, price_values, now_s, start_cum)
-            kernels.cumulative_at(price_prefix, price_values, now_s + run_s, end_cum)
+            cumulative_at(price_prefix, price_values, now_s, start_cum)
+            cumulative_at(price_prefix, price_values, now_s + run_s, end_cum)
             for r in range(num_regions):
                 rank[r] = (end_cum[r] - start_cum[r]) * (SECONDS_PER_HOUR / run_s) * watts_per_tflops[r]
             for code in range(NUM_NAMED):
@@ -350,7 +354,7 @@ def candidate_table(
             pool_candidate[j] = -1
             length = pool_length[j]
             regions, stages = pool_regions[j], pool_stages[j]
-            lay, _ = kernels.find_layout(index, layout_i, places, ints[P_TABLE_ID], regions, stages, length)
+            lay, _ = find_layout(index, layout_i, places, ints[P_TABLE_ID], regions, stages, length)
             if lay < 0:
                 misses[num_misses, 0] = p
                 misses[num_misses, 1] = length
@@ -370,8 +374,8 @@ def candidate_table(
                 continue
             min_cadence = 0.0
             if length > 1:
-                min_cadence = kernels.transfer_time_s(layout_f[lay, LF_WAN_BYTES], rate)
-            t_iter = kernels.iteration_total_s(layout_f, layout_i, arrays, lay, min_cadence) + layout_f[lay, LF_ALLREDUCE]
+                min_cadence = transfer_time_s(layout_f[lay, LF_WAN_BYTES], rate)
+            t_iter = iteration_total_s(layout_f, layout_i, arrays, lay, min_cadence) + layout_f[lay, LF_ALLREDUCE]
             duration = t_iter * job_i[J_ITERATIONS, job]
             if not np.isfinite(duration):
                 continue
@@ -380,8 +384,7 @@ def candidate_table(
                 r = regions[h]
                 busy_fraction = float(busy_per_forward * forward[r]) / t_iter
                 gpus = stages[h] * stage_gpus
-                power_w = gpus * (idle_w[r] + busy_fraction * (busy_w[r] - idle_w[r])) * pue[r]
-                kw[h] = power_w / WATTS_PER_KW
+                kw[h] = gpu_power_w(gpus, idle_w[r], busy_w[r], busy_fraction, pue[r]) / WATTS_PER_KW
             end_s = now_s + duration
             c = num_candidates
             num_candidates += 1
@@ -389,13 +392,13 @@ def candidate_table(
             out = candidate_f[c]
             out[C_ITERATION] = t_iter
             out[C_DURATION] = duration
-            out[C_COST] = kernels.weighted_integral(price_prefix, price_values, regions, kw, length, now_s, end_s)
+            out[C_COST] = weighted_integral(price_prefix, price_values, regions, kw, length, now_s, end_s)
             out[C_CARBON] = (
-                kernels.weighted_integral(carbon_prefix, carbon_values, regions, kw, length, now_s, end_s) / GRAMS_PER_KG
+                weighted_integral(carbon_prefix, carbon_values, regions, kw, length, now_s, end_s) / GRAMS_PER_KG
             )
             out[C_RATE] = rate
             out[C_DEMAND] = demand
-            out[C_STALLED] = 1.0 if rate < demand * (1.0 - kernels.STALL_TOLERANCE) else 0.0
+            out[C_STALLED] = 1.0 if is_stalled(rate, demand) else 0.0
             candidate_place[c, :length] = regions[:length]
             candidate_place[c, num_regions:num_regions + length] = stages[:length]
             candidate_length[c] = length
@@ -403,6 +406,8 @@ def candidate_table(
             continue
         for k in range(strategies.shape[0]):
             code = strategies[k]
+            if code < 0:  # a strategy without a compiled twin: the caller fills its column
+                continue
             if code < NUM_NAMED:
                 at = named_at[code]
                 candidate_of[slot, k] = -1 if at < 0 else pool_candidate[at]
@@ -430,11 +435,11 @@ def candidate_table(
     return num_candidates, num_misses, launches
 
 
-@njit(cache=True)
+@jit
 def candidate_features(candidate_of: np.ndarray, candidate_f: np.ndarray, candidate_length: np.ndarray,
                        slot_isolated_iteration_s: np.ndarray, t_ref_s: float, c_ref_usd: float, wan_scale: float,
                        carbon_ref_kg: float, out: np.ndarray, can_start: np.ndarray) -> None:
-    """Write the observation's candidate rows (``observation.CANDIDATE_FEATURES``) of a computed table into
+    """Write the observation's candidate rows (``tables.CANDIDATE_FEATURES``) of a computed table into
     ``out`` (Q·K, 8) float32, as ``ObservationEncoder.encode`` does from ``CandidateInfo`` values (before its
     clipping), and whether each visible job has a candidate into ``can_start`` (Q,)."""
     num_slots, num_strategies = candidate_of.shape
@@ -448,20 +453,19 @@ def candidate_features(candidate_of: np.ndarray, candidate_f: np.ndarray, candid
             f = candidate_f[c]
             hops = candidate_length[c] - 1
             row = out[slot * num_strategies + k]
-            row[0] = 1.0
-            row[1] = np.log(f[C_ITERATION] / slot_isolated_iteration_s[slot])
-            row[2] = np.log(f[C_DURATION] / t_ref_s)
-            row[3] = f[C_COST] / c_ref_usd
-            row[4] = hops / wan_scale
-            row[5] = f[C_RATE] / f[C_DEMAND] if hops else 1.0
-            row[6] = f[C_STALLED]
-            row[7] = f[C_CARBON] / carbon_ref_kg
+            row[CAND_FEASIBLE] = 1.0
+            row[CAND_LOG_ITERATION_VS_ISOLATED] = np.log(f[C_ITERATION] / slot_isolated_iteration_s[slot])
+            row[CAND_LOG_DURATION] = np.log(f[C_DURATION] / t_ref_s)
+            row[CAND_COST] = f[C_COST] / c_ref_usd
+            row[CAND_WAN_HOPS] = hops / wan_scale
+            row[CAND_BANDWIDTH_SLACK] = f[C_RATE] / f[C_DEMAND] if hops else 1.0
+            row[CAND_STALLED] = f[C_STALLED]
+            row[CAND_CARBON] = f[C_CARBON] / carbon_ref_kg
 
 
 def warm_up() -> None:
     """Call :func:`candidate_table` and :func:`candidate_features` once on a one-region world with an empty layout
-    table (one miss), so that loading them happens before the first episode (see ``kernels.warm_up``)."""
-    from geopipe_env.layout_table import LayoutTable  # layer 4, needed only here
+    table (one miss), so that loading them happens before the first episode."""
 
     table = LayoutTable()
     ones, zero_ints = np.ones((1, 1)), np.zeros(1, dtype=np.int64)

@@ -44,7 +44,7 @@ and advances to the first decision.
 ``scenario`` (built-in name, YAML path or a ``Scenario``), ``cost_weight`` (default: the scenario's),
 ``render_mode`` (``"ansi"`` or ``"rgb_array"``), ``queue_slots`` (Q, 8), ``max_regions`` (16),
 ``invalid_action_penalty`` (1.0), ``timing`` (``"analytic"`` or ``"exact"``), ``strategies`` (the K candidate
-strategies, default ``STRATEGY_NAMES``; ``placement.strategy_names()`` lists every choice). ``cost_weight`` and
+strategies, default ``strategies.STRATEGY_NAMES``; ``strategies.strategy_names()`` lists every choice). ``cost_weight`` and
 ``invalid_action_penalty`` must be finite and >= 0, ``queue_slots`` and ``max_regions`` integers >= 1 (and
 ``max_regions`` at least the scenario's regions). Every argument is checked when the env is made, before the
 scenario is read: a bad one raises :class:`EnvArgumentError` (a ``ValueError``) with one line naming it, in the
@@ -69,10 +69,9 @@ from typing import Any, TextIO
 import gymnasium as gym
 import numpy as np
 
-from geopipe_env import candidate_kernels, observation
-from geopipe_env.candidate_table import CandidateTable, compiled_strategies
+from geopipe_env import candidate_kernels, layout_table, observation, sim_kernels, simulator
+from geopipe_env.decision import DecisionBackend, make_backend
 from geopipe_env.generator import World, sample_world
-from geopipe_env.layout_table import LayoutTable, shared_table
 from geopipe_env.loader import (
     KeyedValueError,
     builtin_names,
@@ -82,10 +81,10 @@ from geopipe_env.loader import (
     load_builtin,
     load_scenario,
 )
-from geopipe_env.physics import kernels, pipeline
 from geopipe_env.observation import ObservationEncoder, observation_space
-from geopipe_env.placement import ALL_STRATEGIES, STRATEGY_NAMES, CandidateInfo, PlacementContext, candidate_row, strategy_names
+from geopipe_env.placement import CandidateInfo
 from geopipe_env.scenario import Scenario
+from geopipe_env.strategies import STRATEGY_NAMES, is_built_in, strategy_names
 from geopipe_env.simulator import ClusterSim, JobStatus, shared_layout_cache
 from geopipe_env.units import BYTES_PER_TB, SECONDS_PER_HOUR, WATTS_PER_KW
 
@@ -138,23 +137,9 @@ def _load_compiled() -> None:
 
 
 def _warm_up_kernels() -> None:
-    kernels.warm_up()
-    # The simulator times a pipeline given by the bytes of its arrays (simulator._iteration_time_s): a two-stage one
-    # with unequal stages, so that its 1F1B path family is built from read-only arrays.
-    forward, hop = np.frombuffer(np.array([1.0, 2.0]).tobytes()), np.frombuffer(np.ones(1).tobytes())
-    kernels.model_total_s(forward, hop, np.frombuffer(np.zeros(1).tobytes()), 4, False, *pipeline.packed_path_tables(2, 3),
-                          0.0)
-    # A layout table stores a layout's model by kernels.store_layout, from a profile's read-only stage times.
-    forward_r = np.ones(1)
-    forward_r.setflags(write=False)
-    table = LayoutTable()
-    kernels.store_layout(
-        forward_r, 1.0, 1.0, 0.0, 4, False, np.zeros(1, dtype=np.int64), np.full(1, 2, dtype=np.int64), 1, np.ones((1, 1)),
-        np.zeros((1, 1)), 1.0, 0.0, *pipeline.packed_path_tables(2, 3), 0, 0, table.index, table.layout_f, table.layout_i,
-        table.arrays, 0, table.places, 0, 0,
-    )
-    candidate_kernels.warm_up()
-    observation.warm_up()
+    """Each compiled module's warm-up: its kernels that Python calls, on tiny inputs of the types an episode gives."""
+    for module in (sim_kernels, simulator, layout_table, candidate_kernels, observation):
+        module.warm_up()
 
 
 def resolve_scenario(scenario: str | os.PathLike | Scenario) -> Scenario:
@@ -207,12 +192,8 @@ class GeoPipeEnv(gym.Env):
         self.num_strategies = len(self.strategies)
         # The built-in strategies' feasibility does not depend on prices, so hour ticks with no launch possible
         # before them hold none after them either; a registered strategy might, so it sees every tick.
-        self._skip_quiet_hours = all(name in ALL_STRATEGIES for name in self.strategies)
-        # The built-in strategies' table runs compiled (candidate_kernels) with analytic timing and fixed line
-        # rates; other settings use the Python table (placement.candidate_row), the reference.
-        codes = compiled_strategies(self.strategies)
-        self._codes = codes if timing == "analytic" and self.scenario.network.background is None else None
-        self._table: CandidateTable | None = None
+        self._skip_quiet_hours = all(is_built_in(name) for name in self.strategies)
+        self._backend: DecisionBackend = make_backend(self.strategies, timing, self.scenario, self.queue_slots)
         self.wait_action = self.queue_slots * self.num_strategies
         self.action_space = gym.spaces.Discrete(self.wait_action + 1)
         self.observation_space = observation_space(self.max_regions, self.queue_slots, self.num_strategies)
@@ -228,8 +209,6 @@ class GeoPipeEnv(gym.Env):
         exact = self.timing == "exact"
         layouts = None if self.scenario.network.background is not None else shared_layout_cache(self.world, exact)
         self.sim = ClusterSim(self.world, exact_timing=exact, layout_cache=layouts)
-        if self._codes is not None:
-            self._table = CandidateTable(self.sim, shared_table(self.world), self._codes, self.queue_slots)
         jobs = self.world.jobs
         # np.mean's arithmetic (numpy's sum, then ÷ the count) without its general path: 4 µs where it costs 9 µs.
         self.t_ref_s = _mean(np.array([j.isolated_duration_s for j in jobs]))
@@ -246,7 +225,7 @@ class GeoPipeEnv(gym.Env):
         self.invalid_actions = 0
         self.decisions = 0
         self.terminated = self.truncated = False
-        self._cands: list[list[CandidateInfo | None]] | CandidateTable = []  # the table at the current decision
+        self._backend.start(self.sim, self.encoder)
         self._mask = np.zeros(self.action_space.n, dtype=bool)
         self._advance_until_decision()
         return self._observe(), self._info()
@@ -263,10 +242,8 @@ class GeoPipeEnv(gym.Env):
         self.decisions += 1
         if 0 <= a < self.wait_action and self._mask[a]:
             slot, k = divmod(a, self.num_strategies)
-            if isinstance(self._cands, CandidateTable):  # the compiled table's candidates pass check_placement
-                sim.launch(sim.waiting[slot], self._cands.placement(slot, k), checked=True)
-            else:
-                sim.launch(sim.waiting[slot], self._cands[slot][k].placement)
+            backend = self._backend
+            sim.launch(sim.waiting[slot], backend.placement(slot, k), checked=backend.checked)
             self._advance_until_decision()
         else:
             if a != self.wait_action or not self._mask[a]:
@@ -325,39 +302,20 @@ class GeoPipeEnv(gym.Env):
 
     def _set_mask_ended(self) -> None:
         """No candidates once the episode has ended, and wait alone stays valid (see ``action_masks``)."""
-        self._cands = []
+        self._backend.end(self.sim.waiting[: self.queue_slots])
         self._mask = np.zeros(self.action_space.n, dtype=bool)
         self._mask[self.wait_action] = True
 
     def _compute_candidates(self) -> bool:
         """Fill the candidate table and mask for the visible queue; True if any launch is possible."""
-        sim = self.sim
-        if self._table is not None:
-            mask = np.empty(self.wait_action + 1, dtype=bool)  # a new array: observations and infos hold copies only
-            launches = self._table.compute(sim.waiting[: self.queue_slots], mask)
-            self._cands, self._mask = self._table, mask
-            return launches > 0
-        visible = [self.world.jobs[jid] for jid in sim.waiting[: self.queue_slots]]
-        ctx = PlacementContext(sim)
-        mask = np.zeros(self.action_space.n, dtype=bool)
-        mask[self.wait_action] = True
-        if not any(sum(ctx.free_list(job)) >= job.num_stages for job in visible):  # no strategy can place any
-            self._cands, self._mask = [], mask
-            return False
-        table: list[list[CandidateInfo | None]] = []
-        for slot, job in enumerate(visible):
-            row = candidate_row(ctx, job, self.strategies)
-            base = slot * self.num_strategies
-            for k, info in enumerate(row):
-                if info is not None:
-                    mask[base + k] = True
-            table.append(row)
-        self._cands, self._mask = table, mask
-        return bool(mask[: self.wait_action].any())
+        mask = np.empty(self.wait_action + 1, dtype=bool)  # a new array: observations and infos hold copies only
+        launches = self._backend.compute(self.sim.waiting[: self.queue_slots], mask)
+        self._mask = mask
+        return launches > 0
 
     # ------------------------------------------------------------------ outputs
     def _observe(self) -> dict[str, np.ndarray]:
-        return self.encoder.encode(self.sim, self.sim.waiting, self._cands)
+        return self._backend.observe(self.sim.waiting)
 
     def _info(self) -> dict[str, Any]:
         sim = self.sim
@@ -371,11 +329,7 @@ class GeoPipeEnv(gym.Env):
 
     def candidate(self, slot: int, strategy: int) -> CandidateInfo | None:
         """The candidate behind action ``slot·K + strategy`` at the current decision (None if masked)."""
-        if isinstance(self._cands, CandidateTable):
-            return self._cands.info(slot, strategy)
-        if slot >= len(self._cands):
-            return None
-        return self._cands[slot][strategy]
+        return self._backend.info(slot, strategy)
 
     def episode_metrics(self) -> dict[str, float]:
         """The episode's metrics so far (finished jobs only for JCT statistics; docs/environment.md lists them)."""

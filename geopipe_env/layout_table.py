@@ -1,22 +1,29 @@
 """Layer 4: the layouts of (job profile, placement) pairs as flat arrays, for the compiled candidate table.
 
-A layout's timing at any allocated rate needs only what :func:`pipeline.model_parts` gives plus its
-no-stall demand and all-reduce time. :class:`LayoutTable` stores these once per layout, in rows of flat arrays
-that compiled code reads by integer id (``geopipe_env.physics.kernels.iteration_total_s``), and finds a
-placement's id by a hash of it in an open-addressing index, a plain array (``kernels.find_layout``). Compiled
-code times and stores a new layout (``kernels.store_layout``); the simulator's Python model
-(:meth:`ClusterSim.timing_parts`, stored by :meth:`LayoutTable.store`) stays the reference it is tested against.
-The envs of a process share one table per world timing (:func:`shared_table`): layouts recur across episodes and
-envs of one scenario.
+A layout's timing at any allocated rate needs only its analytic model taken apart (``pipeline.model_scalars``,
+``pipeline.fold_paths``) plus its no-stall demand and all-reduce time. :class:`LayoutTable` stores these once per
+layout, in rows of flat arrays (columns: ``tables.LAYOUT_FLOATS`` and ``tables.LAYOUT_INTS``) that compiled code
+reads by integer id (``pipeline.iteration_total_s``), and finds a placement's id by a hash of it in an
+open-addressing index, a plain array (:func:`find_layout`). :func:`store_layout` times and stores a new layout in
+compiled code. The envs of a process share one table per world timing (:func:`shared_table`): layouts recur across
+episodes and envs of one scenario.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from geopipe_env.compiled import jit
 from geopipe_env.generator import Job, World, timing_key
-from geopipe_env.physics import kernels, pipeline
-from geopipe_env.physics.pipeline import ModelParts
+from geopipe_env.physics import pipeline
+from geopipe_env.physics.pipeline import (
+    BACKWARD_TO_FORWARD, MODEL_PATHS, demand_gbps, fold_paths, model_scalars, packed_fixed_paths, stage_arrays, tab_part,
+)
 from geopipe_env.simulator import ClusterSim
+from geopipe_env.tables import (
+    LAYOUT_FLOATS, LAYOUT_INTS, LF_ALLREDUCE, LF_BASE, LF_CONSTANT, LF_DEMAND, LF_LAST_STAGE, LF_WAN_BYTES, LI_ARRAYS,
+    LI_HOPS, LI_KIND, LI_M, LI_PATH, LI_PROFILE, LI_SEGMENTS, LI_TAILS, TAB_PRE, TAB_SEGMENT, TAB_TAIL_REST,
+)
 
 # The table empties itself when its path arrays pass this many floats (8 MiB), or its layouts MAX_TABLE_LAYOUTS.
 MAX_TABLE_FLOATS = 1 << 20
@@ -29,19 +36,19 @@ class LayoutTable:
     background traffic: it assumes line rates that never change). Pickles empty: it is a cache."""
 
     def __init__(self) -> None:
-        self.layout_f = np.zeros((16, kernels.NUM_LAYOUT_FLOATS))  # (capacity, NUM_LAYOUT_FLOATS)
-        self.layout_i = np.zeros((16, kernels.NUM_LAYOUT_INTS), dtype=np.int64)  # (capacity, NUM_LAYOUT_INTS)
+        self.layout_f = np.zeros((16, len(LAYOUT_FLOATS)))  # (capacity, NUM_LAYOUT_FLOATS)
+        self.layout_i = np.zeros((16, len(LAYOUT_INTS)), dtype=np.int64)  # (capacity, NUM_LAYOUT_INTS)
         self.arrays = np.zeros(4096)  # the layouts' 1F1B path lines, one after the other
         self.places = np.zeros(256, dtype=np.int64)  # the layouts' regions and stages, one after the other
-        # Hash slot → layout id (kernels.find_layout), with room for as many layouts as the rows above: an array, not
+        # Hash slot → layout id (find_layout), with room for as many layouts as the rows above: an array, not
         # a numba typed dict, whose unboxing alone costs about 1 µs a call.
-        self.index = kernels.new_layout_index(self.layout_f.shape[0])
+        self.index = new_layout_index(self.layout_f.shape[0])
         self.clear()
 
     def clear(self) -> None:
         """Forget every layout and profile. The arrays keep their size (what lies past the used part is never
         read), so a table that fills and empties again and again holds the same memory."""
-        self.index.fill(kernels.EMPTY_SLOT)
+        self.index.fill(EMPTY_SLOT)
         self.profiles: dict[tuple, int] = {}  # Job.profile_key → profile id
         self.num_layouts = 0
         self._arrays_used = 0
@@ -66,23 +73,22 @@ class LayoutTable:
 
     def add(self, sim: ClusterSim, job: Job, regions: np.ndarray, stages: np.ndarray) -> int:
         """Store the layout of ``job`` on the placement of ``regions`` and ``stages`` (int64 arrays of the path's
-        length), if it is not stored yet; its id. The compiled ``kernels.store_layout`` times it: the same floats
-        as :meth:`store` of :meth:`ClusterSim.timing_parts`, the Python reference (tests/test_kernels.py)."""
+        length), if it is not stored yet (:func:`store_layout` times it); its id."""
         pid = self.profile_id(job)
         length = regions.size
-        lay, slot = kernels.find_layout(self.index, self.layout_i, self.places, pid, regions, stages, length)
+        lay, slot = find_layout(self.index, self.layout_i, self.places, pid, regions, stages, length)
         if lay >= 0:
             return lay
         m = job.num_microbatches
         tab_i, tab_f = pipeline.packed_path_tables(job.num_stages, max(m - 1, 1))
-        segment_paths = tab_i[2 * kernels.TAB_SEGMENT + 1]
+        segment_paths = tab_i[2 * TAB_SEGMENT + 1]
         index = self.index
         lay = self._reserve(2 * m + 3 * segment_paths, 2 * length)  # tail lines ≤ M, segment lines ≤ B
         if self.index is not index:  # a grown index: the placement's free slot moved
-            slot = kernels.find_layout(self.index, self.layout_i, self.places, pid, regions, stages, length)[1]
+            slot = find_layout(self.index, self.layout_i, self.places, pid, regions, stages, length)[1]
         world = sim.world
         net = world.scenario.network
-        self._arrays_used, self._places_used = kernels.store_layout(
+        self._arrays_used, self._places_used = store_layout(
             job.forward_s, job.activation_bytes, job.wan_message_bytes, job.allreduce_s, m,
             world.scenario.pipeline_schedule == pipeline.GPIPE, regions, stages, length, sim.capacity_gbps,
             world.latency_s, float(net.intra_bandwidth_gbps), float(net.intra_latency_s), tab_i, tab_f, pid, slot,
@@ -98,47 +104,10 @@ class LayoutTable:
         if lay == self.layout_f.shape[0]:
             self.layout_f = np.concatenate((self.layout_f, np.zeros_like(self.layout_f)))
             self.layout_i = np.concatenate((self.layout_i, np.zeros_like(self.layout_i)))
-            self.index = kernels.new_layout_index(self.layout_f.shape[0])
-            kernels.rebuild_index(self.index, self.layout_i, self.places, lay)
+            self.index = new_layout_index(self.layout_f.shape[0])
+            rebuild_index(self.index, self.layout_i, self.places, lay)
         self.arrays = _grown(self.arrays, self._arrays_used + floats)
         self.places = _grown(self.places, self._places_used + ints)
-        return lay
-
-    def store(
-        self,
-        parts: ModelParts,
-        profile: int,
-        regions: np.ndarray,
-        stages: np.ndarray,
-        extra: tuple[float, float, float],
-        slot: int | None = None,
-    ) -> int:
-        """Append a layout: its model's ``parts``, profile id, placement and ``(all-reduce s, demand Gbit/s, WAN
-        message bytes)``, indexed at ``slot`` or the first free one after it (default: the first free one from its
-        hash). Its id."""
-        path_arrays = np.concatenate(
-            (parts.tail_slope, parts.tail_intercept, parts.segment_slope, parts.segment_start, parts.segment_end)
-        )
-        index = self.index
-        lay = self._reserve(path_arrays.size, 2 * regions.size)
-        if slot is None or self.index is not index:  # a grown index holds every layout at new slots
-            slot = kernels.find_layout(self.index, self.layout_i, self.places, profile, regions, stages, regions.size)[1]
-        self.arrays[self._arrays_used:self._arrays_used + path_arrays.size] = path_arrays
-        self.places[self._places_used:self._places_used + 2 * regions.size] = np.concatenate((regions, stages))
-        f, s, x, lat = parts.uniform
-        allreduce_s, demand_gbps, wan_message_bytes = extra
-        self.layout_f[lay] = (
-            parts.base_s, parts.max_x, parts.max_f, parts.max_b, f, s, x, lat, parts.last_stage_s, parts.constant_s,
-            allreduce_s, demand_gbps, wan_message_bytes,
-        )
-        self.layout_i[lay] = (
-            parts.kind, parts.num_microbatches, profile, self._places_used, regions.size - 1, self._arrays_used,
-            parts.tail_slope.size, parts.segment_slope.size,
-        )
-        self._arrays_used += path_arrays.size
-        self._places_used += 2 * regions.size
-        self.num_layouts += 1
-        kernels.index_layout(self.index, slot, lay)
         return lay
 
 
@@ -149,6 +118,136 @@ def _grown(buffer: np.ndarray, need: int) -> np.ndarray:
     grown = np.zeros(max(2 * buffer.size, need), dtype=buffer.dtype)
     grown[:buffer.size] = buffer
     return grown
+
+
+@jit
+def write_model(forward, transfer, hop_latency, m, gpipe, tab_i, tab_f, row, ints, arrays, arrays_used):
+    """A pipeline's analytic model (per-stage forward times, per-hop transfer times and latencies, ``m``
+    micro-batches, GPipe or 1F1B) taken apart and written as a layout table's row: its scalars
+    (``pipeline.model_scalars``) into ``row`` (LF_BASE … LF_CONSTANT)
+    and ``ints`` (LI_KIND, LI_M, LI_ARRAYS, LI_TAILS, LI_SEGMENTS), its lines into ``arrays`` from ``arrays_used``
+    on (room for ``2·m + 3·B`` floats, B segment paths). ``tab_i``, ``tab_f`` are
+    ``pipeline.packed_path_tables(S, max(m − 1, 1))``. Returns the floats then used."""
+    backward = BACKWARD_TO_FORWARD * forward
+    row[LF_BASE:LF_CONSTANT + 1] = 0.0  # what a kind does not use is 0
+    kind = model_scalars(forward, backward, transfer, hop_latency, m, gpipe, row)
+    num_tails = num_segments = 0
+    if kind == MODEL_PATHS:
+        last_stage_s, other_s, tail_s, loops_only_s, segments_s, pre_loop_s, post_s = packed_fixed_paths(
+            forward, backward, transfer, hop_latency, m, tab_i, tab_f
+        )
+        row[LF_LAST_STAGE] = last_stage_s
+        row[LF_CONSTANT], tail_slope, tail_intercept, segment_slope, segment_start, segment_end = fold_paths(
+            tail_s, tab_part(tab_i, tab_i, TAB_TAIL_REST), loops_only_s, other_s, segments_s,
+            tab_part(tab_i, tab_f, TAB_PRE), pre_loop_s, post_s,
+        )
+        num_tails, num_segments = tail_slope.shape[0], segment_slope.shape[0]
+        at = arrays_used
+        for part in (tail_slope, tail_intercept, segment_slope, segment_start, segment_end):
+            arrays[at:at + part.shape[0]] = part
+            at += part.shape[0]
+    ints[LI_KIND], ints[LI_M], ints[LI_ARRAYS] = kind, m, arrays_used
+    ints[LI_TAILS], ints[LI_SEGMENTS] = num_tails, num_segments
+    return arrays_used + 2 * num_tails + 3 * num_segments
+
+
+@jit
+def store_layout(forward_r, activation_bytes, wan_message_bytes, allreduce_s, m, gpipe, regions, stages, length,
+                 line_gbps, latency, intra_gbps, intra_latency_s, tab_i, tab_f, profile, slot, index, layout_f, layout_i,
+                 arrays, arrays_used, places, places_used, lay):
+    """Time a job profile's placement and store it as layout ``lay`` of a layout table, indexed at ``slot`` or the
+    next free one: its pipeline (``pipeline.stage_arrays``), its model taken apart (:func:`write_model`), its
+    no-stall demand (``pipeline.demand_gbps``), all-reduce time and WAN message, in one call.
+
+    ``forward_r`` (R,) is the profile's forward time per micro-batch of a stage on each region's GPUs; ``regions``
+    and ``stages`` (their first ``length`` entries) the placement; ``line_gbps`` and ``latency`` (R, R) the links;
+    ``tab_i``, ``tab_f`` the profile's ``pipeline.packed_path_tables(S, max(M − 1, 1))``. The table's arrays must
+    have room for the layout (:meth:`LayoutTable.add` grows them). Returns the floats and ints then used.
+    """
+    forward, transfer, hop_latency, _ = stage_arrays(
+        forward_r, activation_bytes, wan_message_bytes, regions, stages, length, line_gbps, latency, intra_gbps,
+        intra_latency_s,
+    )
+    row, ints = layout_f[lay], layout_i[lay]
+    arrays_used = write_model(forward, transfer, hop_latency, m, gpipe, tab_i, tab_f, row, ints, arrays, arrays_used)
+    row[LF_ALLREDUCE], row[LF_WAN_BYTES] = allreduce_s, wan_message_bytes
+    row[LF_DEMAND] = demand_gbps(forward, wan_message_bytes, gpipe)
+    ints[LI_PROFILE], ints[LI_PATH], ints[LI_HOPS] = profile, places_used, length - 1
+    places[places_used:places_used + length] = regions[:length]
+    places[places_used + length:places_used + 2 * length] = stages[:length]
+    index_layout(index, slot, lay)
+    return arrays_used, places_used + 2 * length
+
+
+EMPTY_SLOT = -1  # a free slot of a layout index
+_FNV_OFFSET = np.uint64(14695981039346656037)  # FNV-1a's 64-bit offset basis and prime
+_FNV_PRIME = np.uint64(1099511628211)
+
+
+@jit
+def layout_key(profile: int, regions: np.ndarray, stages: np.ndarray, length: int) -> int:
+    """A 64-bit hash (FNV-1a) of a job profile's placement: where the layout table's index first looks for it."""
+    h = _FNV_OFFSET
+    h = (h ^ np.uint64(profile)) * _FNV_PRIME
+    for i in range(length):
+        h = (h ^ np.uint64(regions[i])) * _FNV_PRIME
+        h = (h ^ np.uint64(stages[i] + 65536)) * _FNV_PRIME
+    return np.int64(h)
+
+
+@jit
+def find_layout(index: np.ndarray, layout_i: np.ndarray, places: np.ndarray, profile: int, regions: np.ndarray,
+                stages: np.ndarray, length: int) -> tuple[int, int]:
+    """``(layout id, slot)`` of a profile's placement in a layout table, or ``(-1, the slot to insert it at)``.
+
+    ``index`` is an open-addressing hash table: a power-of-two number of slots, each a layout id or ``EMPTY_SLOT``,
+    fewer than half of them taken (:func:`new_layout_index`). The search starts at the slot of the placement's
+    :func:`layout_key` and walks on past slots that hold other placements (hash collisions), so every id found is
+    checked against the placement it holds."""
+    wrap = np.int64(index.shape[0] - 1)
+    slot = layout_key(profile, regions, stages, length) & wrap
+    while index[slot] != EMPTY_SLOT:
+        lay = index[slot]
+        at = layout_i[lay, LI_PATH]
+        same = layout_i[lay, LI_PROFILE] == profile and layout_i[lay, LI_HOPS] + 1 == length
+        i = 0
+        while same and i < length:
+            same = places[at + i] == regions[i] and places[at + length + i] == stages[i]
+            i += 1
+        if same:
+            return lay, slot
+        slot = (slot + 1) & wrap
+    return -1, slot
+
+
+
+def new_layout_index(num_layouts: int) -> np.ndarray:
+    """An empty index for up to ``num_layouts`` layouts (:func:`find_layout`): the least power of two of slots that
+    is at least twice as many, so that no more than half of them are ever taken and searches stay short."""
+    slots = 2
+    while slots < 2 * num_layouts:
+        slots *= 2
+    return np.full(slots, EMPTY_SLOT, dtype=np.int64)
+
+
+@jit
+def index_layout(index: np.ndarray, slot: int, lay: int) -> int:
+    """Put layout ``lay`` at ``slot`` of an index, or at the next free slot after it (a collision); the slot used."""
+    wrap = index.shape[0] - 1
+    while index[slot] != EMPTY_SLOT:
+        slot = (slot + 1) & wrap
+    index[slot] = lay
+    return slot
+
+
+@jit
+def rebuild_index(index: np.ndarray, layout_i: np.ndarray, places: np.ndarray, num_layouts: int) -> None:
+    """Put layouts ``0 … num_layouts − 1`` of a table into the empty ``index``, in order (a grown table's index)."""
+    wrap = np.int64(index.shape[0] - 1)
+    for lay in range(num_layouts):
+        at, length = layout_i[lay, LI_PATH], layout_i[lay, LI_HOPS] + 1
+        key = layout_key(layout_i[lay, LI_PROFILE], places[at:at + length], places[at + length:at + 2 * length], length)
+        index_layout(index, key & wrap, lay)
 
 
 _SHARED: dict[tuple, LayoutTable] = {}
@@ -169,3 +268,19 @@ def shared_table(world: World) -> LayoutTable:
 def forget_shared_tables() -> None:
     """Drop the process's shared tables (envs holding one keep it until their next reset)."""
     _SHARED.clear()
+
+
+def warm_up() -> None:
+    """Call the layout table's kernels once on tiny inputs of the types an episode gives (a profile's read-only
+    stage times), so that loading them happens before the first episode (see ``sim_kernels.warm_up``)."""
+    table = LayoutTable()
+    forward_r = np.ones(1)
+    forward_r.setflags(write=False)
+    place = np.zeros(1, dtype=np.int64)
+    slot = find_layout(table.index, table.layout_i, table.places, 0, place, place + 2, 1)[1]
+    store_layout(
+        forward_r, 1.0, 1.0, 0.0, 4, False, place, place + 2, 1, np.ones((1, 1)), np.zeros((1, 1)), 1.0, 0.0,
+        *pipeline.packed_path_tables(2, 3), 0, slot, table.index, table.layout_f, table.layout_i, table.arrays, 0,
+        table.places, 0, 0,
+    )
+    rebuild_index(new_layout_index(1), table.layout_i, table.places, 1)

@@ -3,6 +3,12 @@
 Every array is flat (1-D), as SB3's ``MultiInputPolicy`` expects; reshape with :func:`obs_layout` to recover the
 tables: ``regions`` (max_regions, 8), ``links`` (max_regions², 3) where row ``i·max_regions + j`` is link i→j,
 ``queue`` (Q, 6), ``candidates`` (Q·K, 8) where row ``a = slot·K + k`` describes action ``a``, and ``global`` (8,).
+Every column is declared, with its meaning, in :mod:`geopipe_env.tables`.
+
+:class:`ObservationEncoder` writes an observation two ways: :meth:`~ObservationEncoder.encode_rows` from candidate
+rows (:class:`~geopipe_env.placement.CandidateInfo`, the Python decision backend) and
+:meth:`~ObservationEncoder.encode_table` from a compiled candidate table's arrays (in compiled code). The two give
+equal observations (``tests/test_tables.py`` compares every declared feature).
 
 Every feature is scale-free (a ratio, a log-ratio or a normalised value) so that a policy trained on one
 scenario reads another with at most ``max_regions`` regions. Shapes are fixed; absent rows are zero with a zero
@@ -15,29 +21,35 @@ import math
 
 import numpy as np
 from gymnasium import spaces
-from numba import njit
 
+from geopipe_env import tables
 from geopipe_env.candidate_kernels import candidate_features
-from geopipe_env.candidate_table import CandidateTable
+from geopipe_env.compiled import jit, pairwise_sum
 from geopipe_env.generator import World
-from geopipe_env.physics import kernels
 from geopipe_env.placement import CandidateInfo
 from geopipe_env.simulator import ClusterSim
+from geopipe_env.tables import (
+    CAND_BANDWIDTH_SLACK, CAND_CARBON, CAND_COST, CAND_FEASIBLE, CAND_LOG_DURATION, CAND_LOG_ITERATION_VS_ISOLATED,
+    CAND_STALLED, CAND_WAN_HOPS, F_C_REF, F_CARBON_REF, F_HORIZON, F_NUM_JOBS, F_NUM_LINKS, F_START_HOUR, F_T_REF,
+    F_TOTAL_GPUS, G_GPU_UTILIZATION, G_HOUR_COS, G_HOUR_SIN, G_MEAN_LINK_UTILIZATION, G_QUEUE_BEYOND_WINDOW,
+    G_RUNNING_JOBS, G_TIME_FRACTION, G_WAIT_GAP, I_CANDIDATES_AT, I_GLOBAL_AT, I_LINKS_AT, I_QUEUE_AT, I_REGIONS,
+    I_REGIONS_AT, JOB_ARRIVAL, JOB_ISOLATED_ITERATION, JOB_LOG_DEMAND, JOB_LOG_ISOLATED, JOB_SHARE, L_CAPACITY,
+    L_LATENCY, L_UTILIZATION, Q_CAN_START, Q_LOG_BANDWIDTH_DEMAND, Q_LOG_ISOLATED_DURATION, Q_PRESENT,
+    Q_STAGES_SHARE, Q_WAITING_TIME, R_CARBON, R_FREE_GPU_FRACTION, R_GPUS_SHARE, R_LINK_UTILIZATION, R_PRESENT,
+    R_PRICE_FORECAST, R_PRICE_NOW, R_PUE_EXCESS,
+)
 from geopipe_env.units import SECONDS_PER_HOUR
 
 OBS_CLIP = 100.0
 FORECAST_H = 6  # the price forecast feature averages the next 6 hours, this one included (perfect foresight)
-REGION_FEATURES = ("present", "free_gpu_fraction", "gpus_share", "price_now", "price_forecast", "carbon", "pue_excess", "link_utilization")
-LINK_FEATURES = ("capacity", "utilization", "latency")
-QUEUE_FEATURES = ("present", "stages_share", "log_isolated_duration", "log_bandwidth_demand", "waiting_time", "can_start")
-CANDIDATE_FEATURES = ("feasible", "log_iteration_vs_isolated", "log_duration", "cost", "wan_hops", "bandwidth_slack", "stalled", "carbon")
-GLOBAL_FEATURES = (
-    "hour_sin", "hour_cos", "queue_beyond_window", "running_jobs", "gpu_utilization", "time_fraction", "mean_link_utilization",
-    "wait_gap",  # log(1 + time a wait would skip ÷ T_ref): to the next arrival, completion or hour tick, or the horizon
-)
-
-
-WAIT_GAP = GLOBAL_FEATURES.index("wait_gap")
+# The feature names of each table, in order (declared with their meanings in geopipe_env.tables).
+REGION_FEATURES = tables.REGION_FEATURES.names
+LINK_FEATURES = tables.LINK_FEATURES.names
+QUEUE_FEATURES = tables.QUEUE_FEATURES.names
+CANDIDATE_FEATURES = tables.CANDIDATE_FEATURES.names
+GLOBAL_FEATURES = tables.GLOBAL_FEATURES.names
+# The encoder's hourly table (H, R, 3): the regions table's price now, price forecast and carbon, per hour.
+HOURLY_PRICE, HOURLY_FORECAST, HOURLY_CARBON = range(3)
 
 
 def obs_layout(max_regions: int, queue_slots: int, num_strategies: int) -> dict[str, tuple[int, ...]]:
@@ -61,16 +73,14 @@ def observation_space(max_regions: int, queue_slots: int, num_strategies: int) -
     )
 
 
-def _normalise_prices(values: np.ndarray) -> np.ndarray:
-    """(R, H) prices relative to the regions' mean absolute price in each hour (real prices can be negative)."""
-    scale = np.maximum(np.abs(values).mean(axis=0, keepdims=True), 1e-9)
-    return values / scale
+PRICE_SCALE_FLOOR = 1e-9  # USD/kWh: the least mean absolute price a price is normalised by
 
 
-@njit(cache=True)
+@jit
 def _normalised_into(values: np.ndarray, column: int, out: np.ndarray) -> None:
-    """``out[:, :, column] = _normalise_prices(values).T`` (float32), operation for operation: numpy's mean over
-    the regions axis adds the rows in order, then divides by their count."""
+    """``out[:, :, column]`` = the (R, H) ``values`` relative to the regions' mean absolute value in each hour (real
+    prices can be negative), transposed, in float32; the mean adds the rows in order, then divides by their
+    count, as numpy's mean over the regions axis does (``reference.normalise_prices``)."""
     num_regions, num_hours = values.shape
     scale = np.empty(num_hours)
     for h in range(num_hours):
@@ -79,58 +89,47 @@ def _normalised_into(values: np.ndarray, column: int, out: np.ndarray) -> None:
         for h in range(num_hours):
             scale[h] += abs(values[r, h])
     for h in range(num_hours):
-        scale[h] = max(scale[h] / num_regions, 1e-9)
+        scale[h] = max(scale[h] / num_regions, PRICE_SCALE_FLOOR)
         for r in range(num_regions):
             out[h, r, column] = values[r, h] / scale[h]
 
 
-@njit(cache=True)
+@jit
 def hourly_features(price: np.ndarray, prefix_h: np.ndarray, carbon: np.ndarray, carbon_scale: float,
                     out: np.ndarray) -> None:
     """The regions table's per-hour columns into ``out`` (H, R, 3) float32: each hour's price, and its mean over the
     next ``FORECAST_H`` hours (this one included; fewer where the series ends), both normalised across regions
-    (:func:`_normalise_prices`), and carbon ÷ ``carbon_scale``. ``price`` and ``carbon`` are (R, H), ``prefix_h``
+    (:func:`_normalised_into`), and carbon ÷ ``carbon_scale``. ``price`` and ``carbon`` are (R, H), ``prefix_h``
     (R, H + 1) the price's prefix sums (``HourlyIntegral.prefix_h``). The same floats as numpy's whole-array
-    version (tests/test_env.py), in about a third of its time (39 against 106 µs on GeoPipe-v0's 722 hours)."""
+    version (``reference.hourly_features``), in about a third of its time (39 against 106 µs on GeoPipe-v0's 722
+    hours)."""
     num_regions, num_hours = price.shape
     forecast = np.empty((num_regions, num_hours))
     for r in range(num_regions):
         for h in range(num_hours):
             end = min(h + FORECAST_H, num_hours)
             forecast[r, h] = (prefix_h[r, end] - prefix_h[r, h]) / (end - h)
-    _normalised_into(price, 0, out)
-    _normalised_into(forecast, 1, out)
+    _normalised_into(price, HOURLY_PRICE, out)
+    _normalised_into(forecast, HOURLY_FORECAST, out)
     for h in range(num_hours):
         for r in range(num_regions):
-            out[h, r, 2] = carbon[r, h] / carbon_scale
+            out[h, r, HOURLY_CARBON] = carbon[r, h] / carbon_scale
 
 
-# Columns of the encoder's per-job table (ObservationEncoder._job_table): the queue features that do not change
-# while a job waits, and what the candidate features divide by.
-JOB_SHARE, JOB_LOG_ISOLATED, JOB_LOG_DEMAND, JOB_ARRIVAL, JOB_ISOLATED_ITERATION = range(5)
+NUM_HEADER_INTS = len(tables.ENCODER_INTS)  # where the encoder's variable-width ints start
 
 
-# The encoder's constants, grouped into two arrays (numba's dispatch costs about 30 ns per number and 0.1 µs per
-# array argument). Ints: the region count, where the regions (max_regions, 8), links, queue (Q, 6), candidates
-# (Q·K, 8) and global tables start in the flat observation, then per link i·R + j where its utilisation goes and
-# whether it exists (R² each), then per region its GPUs and outgoing links (R each). Floats: T_ref, the job count,
-# the GPU total, the episode's start hour, its horizon, the link count, C_ref and the carbon reference.
-(I_REGIONS, I_REGIONS_AT, I_LINKS_AT, I_QUEUE_AT, I_CANDIDATES_AT, I_GLOBAL_AT) = range(6)
-NUM_HEADER_INTS = 6
-(F_T_REF, F_NUM_JOBS, F_TOTAL_GPUS, F_START_HOUR, F_HORIZON, F_NUM_LINKS, F_C_REF, F_CARBON_REF) = range(8)
-
-
-@njit(cache=True)
+@jit
 def _encode_compiled(
     template, out, constants_i, constants_f, free_gpus, hourly, hour, link_load, capacity, slot_jobs, job_table,
     now_s, num_waiting, num_running, candidate_of, candidate_f, candidate_length, gap_s,
 ) -> None:
-    """``ObservationEncoder.encode`` of a compiled candidate table into the flat float32 ``out``, operation for
-    operation (numpy's pairwise sums included), so the two observations are equal.
+    """:meth:`ObservationEncoder.encode_rows` of a compiled candidate table into the flat float32 ``out``,
+    operation for operation (numpy's pairwise sums included), so the two observations are equal.
 
-    ``constants_i`` and ``constants_f`` hold the episode's constants (``I_*`` and ``F_*``). ``hourly`` (H, R, 3)
+    ``constants_i`` and ``constants_f`` hold the episode's constants (``tables.ENCODER_INTS``, ``ENCODER_FLOATS``). ``hourly`` (H, R, 3)
     holds the regions' price, forecast and carbon features per hour, read at ``hour``. ``slot_jobs`` are the
-    visible jobs' ids, rows of ``job_table`` (J, 5) (``JOB_*`` columns), and ``candidate_of`` (Q, K) the table's
+    visible jobs' ids, rows of ``job_table`` (J, 5) (``tables.ENCODER_JOBS``), and ``candidate_of`` (Q, K) the table's
     candidates. ``gap_s`` is the time a wait would skip (:meth:`ObservationEncoder._gap_s`).
     """
     out[:] = template
@@ -155,12 +154,14 @@ def _encode_compiled(
             if linked[i * n + j]:
                 util[i, j] = link_load[i, j] / capacity[i, j]
             out[util_index[i * n + j]] = util[i, j]
-        out_util[i] = kernels.pairwise_sum(util[i], n)
+        out_util[i] = pairwise_sum(util[i], n)
     for i in range(n):
         row = region_rows[i]
-        row[1] = free_gpus[i] / num_gpus[i]
-        row[3], row[4], row[5] = hourly[hour, i, 0], hourly[hour, i, 1], hourly[hour, i, 2]
-        row[7] = out_util[i] / out_links[i]
+        row[R_FREE_GPU_FRACTION] = free_gpus[i] / num_gpus[i]
+        row[R_PRICE_NOW] = hourly[hour, i, HOURLY_PRICE]
+        row[R_PRICE_FORECAST] = hourly[hour, i, HOURLY_FORECAST]
+        row[R_CARBON] = hourly[hour, i, HOURLY_CARBON]
+        row[R_LINK_UTILIZATION] = out_util[i] / out_links[i]
     num_slots = slot_jobs.shape[0]
     can_start = np.zeros(queue_slots)
     slot_isolated_iteration_s = np.empty(num_slots)
@@ -172,23 +173,23 @@ def _encode_compiled(
     for slot in range(num_slots):
         job = job_table[slot_jobs[slot]]
         row = queue_rows[slot]
-        row[0] = 1.0
-        row[1] = job[JOB_SHARE]
-        row[2] = job[JOB_LOG_ISOLATED]
-        row[3] = job[JOB_LOG_DEMAND]
-        row[4] = (now_s - job[JOB_ARRIVAL]) / t_ref_s
-        row[5] = can_start[slot]
+        row[Q_PRESENT] = 1.0
+        row[Q_STAGES_SHARE] = job[JOB_SHARE]
+        row[Q_LOG_ISOLATED_DURATION] = job[JOB_LOG_ISOLATED]
+        row[Q_LOG_BANDWIDTH_DEMAND] = job[JOB_LOG_DEMAND]
+        row[Q_WAITING_TIME] = (now_s - job[JOB_ARRIVAL]) / t_ref_s
+        row[Q_CAN_START] = can_start[slot]
     hour_of_day = (start_hour + now_s / SECONDS_PER_HOUR) % 24.0
     allocated = total_gpus - float(free_gpus.sum())
-    mean_util = kernels.pairwise_sum(out_util, n) / num_links if num_links else 0.0
-    out[global_at] = np.sin(2 * np.pi * hour_of_day / 24.0)
-    out[global_at + 1] = np.cos(2 * np.pi * hour_of_day / 24.0)
-    out[global_at + 2] = max(num_waiting - queue_slots, 0) / queue_slots
-    out[global_at + 3] = num_running / max(num_jobs, 1.0)
-    out[global_at + 4] = allocated / total_gpus
-    out[global_at + 5] = now_s / horizon_s
-    out[global_at + 6] = mean_util
-    out[global_at + WAIT_GAP] = min(math.log1p(max(gap_s, 0.0) / t_ref_s), OBS_CLIP)
+    mean_util = pairwise_sum(out_util, n) / num_links if num_links else 0.0
+    out[global_at + G_HOUR_SIN] = np.sin(2 * np.pi * hour_of_day / 24.0)
+    out[global_at + G_HOUR_COS] = np.cos(2 * np.pi * hour_of_day / 24.0)
+    out[global_at + G_QUEUE_BEYOND_WINDOW] = max(num_waiting - queue_slots, 0) / queue_slots
+    out[global_at + G_RUNNING_JOBS] = num_running / max(num_jobs, 1.0)
+    out[global_at + G_GPU_UTILIZATION] = allocated / total_gpus
+    out[global_at + G_TIME_FRACTION] = now_s / horizon_s
+    out[global_at + G_MEAN_LINK_UTILIZATION] = mean_util
+    out[global_at + G_WAIT_GAP] = min(math.log1p(max(gap_s, 0.0) / t_ref_s), OBS_CLIP)
     for i in range(out.shape[0]):  # np.minimum / np.maximum: a NaN stays NaN
         if out[i] > OBS_CLIP:
             out[i] = OBS_CLIP
@@ -198,7 +199,7 @@ def _encode_compiled(
 
 def warm_up() -> None:
     """Call the compiled encoder once on a one-region, one-slot, one-strategy observation, and the hourly table on one
-    hour, so that loading them happens before the first episode (see ``physics.kernels.warm_up``)."""
+    hour, so that loading them happens before the first episode."""
     layout = obs_layout(1, 1, 1)
     starts = np.cumsum([0] + [int(np.prod(shape)) for shape in layout.values()])
     f32 = np.zeros(int(starts[-1]), dtype=np.float32)
@@ -248,24 +249,26 @@ class ObservationEncoder:
          self._template, self._linked, self._num_links, self._out_links, self._util_index, self._constants_i) = constants
         carbon_mean = float(np.abs(world.carbon.values).mean())
         self.carbon_scale = carbon_mean if carbon_mean > 0 else 1.0
-        # (H, R, 3): per hour, the regions table's columns 3–5: price now and its mean over the next FORECAST_H
-        # hours, each normalised across regions, and carbon.
+        # (H, R, 3): per hour, the regions table's price now and its mean over the next FORECAST_H hours, each
+        # normalised across regions, and carbon (HOURLY_* columns).
         num_hours = world.price.values.shape[1]
         self._hourly = np.empty((num_hours, n, 3), dtype=np.float32)
         hourly_features(world.price.values, world.price.prefix_h, world.carbon.values, self.carbon_scale, self._hourly)
         self._last_hour = num_hours - 1
-        # Per job, the queue features that do not change while it waits (as encode computes them) and its isolated
-        # iteration time, by the JOB_* columns.
-        self._job_table = np.array([
-            (job.num_gpus / self.total_gpus, math.log(job.isolated_duration_s / self.t_ref_s),
-             math.log(job.typical_demand_gbps / self.median_bw), job.arrival_s, job.isolated_iteration_s)
-            for job in world.jobs
-        ])
+        # Per job (tables.ENCODER_JOBS), the queue features that do not change while it waits (as encode_rows
+        # computes them) and its isolated iteration time.
+        jobs = world.jobs
+        self._job_table = np.empty((len(jobs), len(tables.ENCODER_JOBS)))
+        self._job_table[:, JOB_SHARE] = [job.num_gpus / self.total_gpus for job in jobs]
+        self._job_table[:, JOB_LOG_ISOLATED] = [math.log(job.isolated_duration_s / self.t_ref_s) for job in jobs]
+        self._job_table[:, JOB_LOG_DEMAND] = [math.log(job.typical_demand_gbps / self.median_bw) for job in jobs]
+        self._job_table[:, JOB_ARRIVAL] = [job.arrival_s for job in jobs]
+        self._job_table[:, JOB_ISOLATED_ITERATION] = [job.isolated_iteration_s for job in jobs]
         self._capacity: tuple = (None, None)  # (the simulator's capacity array, it with zeros replaced by 1)
-        self._constants_f = np.array([  # the compiled encoder's, by the F_* positions
-            t_ref_s, len(world.jobs), self.total_gpus, world.start_hour, world.horizon_s, self._num_links, c_ref_usd,
-            self.carbon_ref_kg,
-        ], dtype=float)
+        self._constants_f = np.empty(len(tables.ENCODER_FLOATS))  # the compiled encoder's (tables.ENCODER_FLOATS)
+        self._constants_f[[F_T_REF, F_NUM_JOBS, F_TOTAL_GPUS, F_START_HOUR, F_HORIZON, F_NUM_LINKS, F_C_REF,
+                           F_CARBON_REF]] = (t_ref_s, len(jobs), self.total_gpus, world.start_hour, world.horizon_s,
+                                             self._num_links, c_ref_usd, self.carbon_ref_kg)
 
     @staticmethod
     def _world_constants(world: World, max_regions: int, queue_slots: int, num_strategies: int) -> tuple:
@@ -287,21 +290,23 @@ class ObservationEncoder:
         template = np.zeros(int(ends[-1]), dtype=np.float32)
         regions = template[slices[0]].reshape(shapes[0])
         links = template[slices[1]].reshape(max_regions, max_regions, len(LINK_FEATURES))
-        links[:n, :n, 0] = bw / max_bw
-        links[:n, :n, 2] = np.where(bw > 0, world.latency_s / max_lat, 0.0)
-        regions[:n, 0] = 1.0
-        regions[:n, 2] = world.num_gpus / total_gpus
-        regions[:n, 6] = world.pue - 1.0
+        links[:n, :n, L_CAPACITY] = bw / max_bw
+        links[:n, :n, L_LATENCY] = np.where(bw > 0, world.latency_s / max_lat, 0.0)
+        regions[:n, R_PRESENT] = 1.0
+        regions[:n, R_GPUS_SHARE] = world.num_gpus / total_gpus
+        regions[:n, R_PUE_EXCESS] = world.pue - 1.0
         np.clip(template, -OBS_CLIP, OBS_CLIP, out=template)
         linked = world.bandwidth_gbps > 0
         num_links = int(linked.sum())
         out_links = np.maximum(linked.sum(axis=1), 1)  # (R,) for the mean link utilisation per region
         # (R², ) positions of the real links' utilisation in the flat links table
         rows = (np.arange(n)[:, None] * max_regions + np.arange(n)[None, :]).reshape(-1)
-        util_index = slices[1].start + rows * len(LINK_FEATURES) + LINK_FEATURES.index("utilization")
-        constants_i = np.concatenate((  # the compiled encoder's, by the I_* positions
-            [n, *(part.start for part in slices)], util_index, linked.reshape(-1), world.num_gpus, out_links,
-        )).astype(np.int64)
+        util_index = slices[1].start + rows * len(LINK_FEATURES) + L_UTILIZATION
+        header = np.empty(NUM_HEADER_INTS, dtype=np.int64)  # the compiled encoder's (tables.ENCODER_INTS), then the rest
+        header[[I_REGIONS, I_REGIONS_AT, I_LINKS_AT, I_QUEUE_AT, I_CANDIDATES_AT, I_GLOBAL_AT]] = (
+            n, *(part.start for part in slices)
+        )
+        constants_i = np.concatenate((header, util_index, linked.reshape(-1), world.num_gpus, out_links)).astype(np.int64)
         return (total_gpus, max_bw, median_bw, max_lat, keys, slices, shapes, template, linked, num_links, out_links,
                 util_index, constants_i)
 
@@ -309,95 +314,80 @@ class ObservationEncoder:
         """Views of a flat observation as its tables (regions, links, queue, candidates, global)."""
         return [flat[part].reshape(shape) for part, shape in zip(self._slices, self._shapes)]
 
-    def encode(
-        self, sim: ClusterSim, queue: list[int], cands: list[list[CandidateInfo | None]] | CandidateTable
-    ) -> dict[str, np.ndarray]:
-        """The observation of ``sim`` with ``queue`` visible and the candidates ``cands``: per visible slot a row of
-        ``CandidateInfo`` (None where masked; no rows once the episode ended), or the compiled table (then the
-        compiled encoder writes it)."""
-        if isinstance(cands, CandidateTable):
-            return self._encode_compiled(sim, queue, cands)
+    def _utilization(self, sim: ClusterSim) -> np.ndarray:
+        """The simulator's capacities with zeros replaced by 1 (a missing link's utilisation is 0), refreshed when
+        the simulator replaces its capacity array (capacities changed)."""
+        if self._capacity[0] is not sim.capacity_gbps:
+            self._capacity = (sim.capacity_gbps, np.where(sim.capacity_gbps > 0, sim.capacity_gbps, 1.0))
+        return self._capacity[1]
+
+    def encode_rows(self, sim: ClusterSim, queue: list[int], rows: list[list[CandidateInfo | None]]) -> dict[str, np.ndarray]:
+        """The observation of ``sim`` with ``queue`` visible and, per visible slot, a row of candidates
+        (``CandidateInfo``, None where masked; no rows once the episode has ended)."""
         w = self.world
         n = w.num_regions
         now = sim.now_s
-        if self._capacity[0] is not sim.capacity_gbps:  # the simulator replaces the array when capacities change
-            self._capacity = (sim.capacity_gbps, np.where(sim.capacity_gbps > 0, sim.capacity_gbps, 1.0))
-        util = np.where(self._linked, sim.link_load_gbps / self._capacity[1], 0.0)
+        util = np.where(self._linked, sim.link_load_gbps / self._utilization(sim), 0.0)
         out_util = util.sum(axis=1)
 
         flat = self._template.copy()
         regions, _, q, c, g = self._tables(flat)
-        regions[:n, 1] = sim.free_gpus / w.num_gpus
-        regions[:n, 3:6] = self._hourly[min(int(now // SECONDS_PER_HOUR), self._last_hour)]
-        regions[:n, 7] = out_util / self._out_links
+        hourly = self._hourly[min(int(now // SECONDS_PER_HOUR), self._last_hour)]
+        regions[:n, R_FREE_GPU_FRACTION] = sim.free_gpus / w.num_gpus
+        regions[:n, R_PRICE_NOW] = hourly[:, HOURLY_PRICE]
+        regions[:n, R_PRICE_FORECAST] = hourly[:, HOURLY_FORECAST]
+        regions[:n, R_CARBON] = hourly[:, HOURLY_CARBON]
+        regions[:n, R_LINK_UTILIZATION] = out_util / self._out_links
         flat[self._util_index] = util.reshape(-1)
 
-        q_values: list[float] = []  # the queue table's rows, flattened
-        c_index: list[int] = []  # candidate rows present
-        c_values: list[float] = []  # their features, flattened
         wan_scale = max(n - 1, 1)
         for slot, jid in enumerate(queue[: self.queue_slots]):
             job = w.jobs[jid]
-            row_cands = cands[slot] if slot < len(cands) else ()  # no candidates once the episode ended
-            q_values += (
-                1.0,
-                job.num_gpus / self.total_gpus,
-                math.log(job.isolated_duration_s / self.t_ref_s),
-                math.log(job.typical_demand_gbps / self.median_bw),
-                (now - job.arrival_s) / self.t_ref_s,
-                float(any(ci is not None for ci in row_cands)),
-            )
-            features: dict[int, tuple] = {}  # strategies often agree: one feature row per distinct candidate
+            row_cands = rows[slot] if slot < len(rows) else ()  # no candidates once the episode ended
+            q_row = q[slot]
+            q_row[Q_PRESENT] = 1.0
+            q_row[Q_STAGES_SHARE] = job.num_gpus / self.total_gpus
+            q_row[Q_LOG_ISOLATED_DURATION] = math.log(job.isolated_duration_s / self.t_ref_s)
+            q_row[Q_LOG_BANDWIDTH_DEMAND] = math.log(job.typical_demand_gbps / self.median_bw)
+            q_row[Q_WAITING_TIME] = (now - job.arrival_s) / self.t_ref_s
+            q_row[Q_CAN_START] = float(any(ci is not None for ci in row_cands))
             for k, ci in enumerate(row_cands):
                 if ci is None:
                     continue
-                row = features.get(id(ci))
-                if row is None:
-                    hops = ci.placement.num_wan_hops
-                    row = features[id(ci)] = (
-                        1.0,
-                        math.log(ci.iteration_s / job.isolated_iteration_s),
-                        math.log(ci.duration_s / self.t_ref_s),
-                        ci.cost_usd / self.c_ref_usd,
-                        hops / wan_scale,
-                        (ci.rate_gbps / ci.demand_gbps) if hops else 1.0,
-                        float(ci.stalled),
-                        ci.carbon_kg / self.carbon_ref_kg,
-                    )
-                c_index.append(slot * self.num_strategies + k)
-                c_values += row
-        if q_values:
-            q.reshape(-1)[: len(q_values)] = q_values
-        if c_values:
-            c[c_index] = np.array(c_values).reshape(len(c_index), -1)
+                hops = ci.placement.num_wan_hops
+                c_row = c[slot * self.num_strategies + k]
+                c_row[CAND_FEASIBLE] = 1.0
+                c_row[CAND_LOG_ITERATION_VS_ISOLATED] = math.log(ci.iteration_s / job.isolated_iteration_s)
+                c_row[CAND_LOG_DURATION] = math.log(ci.duration_s / self.t_ref_s)
+                c_row[CAND_COST] = ci.cost_usd / self.c_ref_usd
+                c_row[CAND_WAN_HOPS] = hops / wan_scale
+                c_row[CAND_BANDWIDTH_SLACK] = (ci.rate_gbps / ci.demand_gbps) if hops else 1.0
+                c_row[CAND_STALLED] = float(ci.stalled)
+                c_row[CAND_CARBON] = ci.carbon_kg / self.carbon_ref_kg
         hour = (w.start_hour + now / SECONDS_PER_HOUR) % 24.0
-        allocated = self.total_gpus - float(sim.free_gpus.sum())
-        mean_util = float(out_util.sum()) / self._num_links if self._num_links else 0.0
-        g[:] = (
-            math.sin(2 * math.pi * hour / 24.0),
-            math.cos(2 * math.pi * hour / 24.0),
-            max(len(queue) - self.queue_slots, 0) / self.queue_slots,
-            len(sim.running) / max(len(w.jobs), 1),
-            allocated / self.total_gpus,
-            now / w.horizon_s,
-            mean_util,
-            self._wait_gap(sim),
-        )
+        g[G_HOUR_SIN] = math.sin(2 * math.pi * hour / 24.0)
+        g[G_HOUR_COS] = math.cos(2 * math.pi * hour / 24.0)
+        g[G_QUEUE_BEYOND_WINDOW] = max(len(queue) - self.queue_slots, 0) / self.queue_slots
+        g[G_RUNNING_JOBS] = len(sim.running) / max(len(w.jobs), 1)
+        g[G_GPU_UTILIZATION] = (self.total_gpus - float(sim.free_gpus.sum())) / self.total_gpus
+        g[G_TIME_FRACTION] = now / w.horizon_s
+        g[G_MEAN_LINK_UTILIZATION] = float(out_util.sum()) / self._num_links if self._num_links else 0.0
+        g[G_WAIT_GAP] = self._wait_gap(sim)
         np.minimum(flat, OBS_CLIP, out=flat)
         np.maximum(flat, -OBS_CLIP, out=flat)
         return {key: flat[part] for key, part in zip(self._keys, self._slices)}
 
-    def _encode_compiled(self, sim: ClusterSim, queue: list[int], table: CandidateTable) -> dict[str, np.ndarray]:
-        """:meth:`encode` by the compiled encoder, from the table's arrays."""
-        if self._capacity[0] is not sim.capacity_gbps:  # the simulator replaces the array when capacities change
-            self._capacity = (sim.capacity_gbps, np.where(sim.capacity_gbps > 0, sim.capacity_gbps, 1.0))
+    def encode_table(self, sim: ClusterSim, queue: list[int], visible_ids: np.ndarray, candidate_of: np.ndarray,
+                     candidate_f: np.ndarray, candidate_length: np.ndarray) -> dict[str, np.ndarray]:
+        """:meth:`encode_rows` of a compiled candidate table (its visible job ids, ``candidate_of`` (Q, K),
+        ``candidate_f`` and ``candidate_length``; see ``candidate_kernels.candidate_table``), in compiled code."""
         flat = np.empty_like(self._template)
         now = sim.now_s
         _encode_compiled(
             self._template, flat, self._constants_i, self._constants_f, sim.free_gpus, self._hourly,
-            min(int(now // SECONDS_PER_HOUR), self._last_hour), sim.link_load_gbps, self._capacity[1],
-            table.visible_ids, self._job_table, now, len(queue), len(sim.running), table.candidate_of,
-            table.candidate_f, table.candidate_length, self._gap_s(sim),
+            min(int(now // SECONDS_PER_HOUR), self._last_hour), sim.link_load_gbps, self._utilization(sim),
+            visible_ids, self._job_table, now, len(queue), len(sim.running), candidate_of, candidate_f,
+            candidate_length, self._gap_s(sim),
         )
         return {key: flat[part] for key, part in zip(self._keys, self._slices)}
 

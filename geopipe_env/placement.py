@@ -2,7 +2,8 @@
 
 Each strategy returns a :class:`Placement` of exactly K* stages, or ``None`` when it finds nothing feasible now.
 The env exposes them as the K candidate slots of its action space, so every scripted policy's
-decision is an action, and the strategies also serve the scripted policies directly (BACE-Pipe, arXiv 2605.25375):
+decision is an action (:mod:`geopipe_env.strategies` registers them, each with its compiled twin where it has
+one; BACE-Pipe: arXiv 2605.25375):
 
 * ``bace-pipe``: bandwidth-aware pathfinder (the cheapest single region that holds the job; else Prim-like
   expansion from either end of the path along the highest available bandwidth, adding a region only if
@@ -47,9 +48,6 @@ class CandidateInfo(NamedTuple):
     rate_gbps: float
     demand_gbps: float
     stalled: bool
-
-
-STRATEGY_NAMES: tuple[str, ...] = ("bace-pipe", "cr-lcf", "cr-ldf", "lcf", "ldf", "fastest", "cheapest", "greenest")
 
 
 class BaceReading(NamedTuple):
@@ -376,82 +374,3 @@ def bace_pipe_no_costmin(ctx: PlacementContext, job: Job) -> Placement | None:
     its path filled greedily in path order."""
     path = bace_pathfinder(ctx, job, by_cost=False)
     return None if path is None else _fill_in_order(path, ctx.free_list(job), job.num_stages)
-
-
-def _pool(ctx: PlacementContext, job: Job, named: Sequence[Placement | None]) -> list[Placement]:
-    """The named strategies' placements plus every single region that holds the job, without repeats."""
-    singles = [_placement((r,), (job.num_stages,)) for r, n in enumerate(ctx.free_list(job)) if n >= job.num_stages]
-    seen: dict[Placement, None] = {}
-    for p in list(named) + singles:
-        if p is not None:
-            seen.setdefault(p, None)
-    return list(seen)
-
-
-BASE_STRATEGIES: dict[str, Callable[[PlacementContext, Job], Placement | None]] = {
-    "bace-pipe": bace_pipe,
-    "cr-lcf": cr_lcf,
-    "cr-ldf": cr_ldf,
-    "lcf": lcf,
-    "ldf": ldf,
-    "bace-pipe-no-pathfinder": bace_pipe_no_pathfinder,
-    "bace-pipe-no-costmin": bace_pipe_no_costmin,
-}
-POOLED_FROM = ("bace-pipe", "cr-lcf", "cr-ldf", "lcf", "ldf")  # what fastest / cheapest / greenest choose among
-# What each selector minimises (the lowest pool position wins ties).
-SELECTORS: dict[str, Callable[[CandidateInfo], float]] = {
-    "fastest": lambda c: c.duration_s,
-    "cheapest": lambda c: c.cost_usd,
-    "greenest": lambda c: c.carbon_kg,
-}
-ALL_STRATEGIES: tuple[str, ...] = tuple(BASE_STRATEGIES) + tuple(SELECTORS)  # the built-in choices
-
-
-def strategy_names() -> tuple[str, ...]:
-    """Every strategy an env accepts now: the built-in ones and those added by :func:`register_strategy`."""
-    return tuple(BASE_STRATEGIES) + tuple(SELECTORS)
-
-
-def register_strategy(name: str, strategy: Callable[[PlacementContext, Job], Placement | None]) -> None:
-    """Make ``strategy`` available as a candidate strategy (``gym.make(..., strategies=[..., name])``).
-
-    A strategy returns a :class:`Placement` of exactly ``job.num_stages`` stages that the cluster can hold now, or
-    None. Registration is per process: a worker process must register it too (e.g. when your module is imported).
-    """
-    if name in BASE_STRATEGIES or name in SELECTORS:
-        raise ValueError(f"strategy {name!r} exists already")
-    BASE_STRATEGIES[name] = strategy
-
-
-def candidate_row(ctx: PlacementContext, job: Job, strategies: Sequence[str] = STRATEGY_NAMES) -> list[CandidateInfo | None]:
-    """The candidate of ``job`` under each of ``strategies``, described; None where a strategy finds nothing
-    feasible now (no placement, or one that would get no bandwidth)."""
-
-    def named(name: str) -> Placement | None:
-        key = (job.profile_key, name)
-        if key not in ctx.named:
-            ctx.named[key] = BASE_STRATEGIES[name](ctx, job)
-        return ctx.named[key]
-
-    def describe(placement: Placement | None) -> CandidateInfo | None:
-        return None if placement is None else ctx.describe(job, placement)
-
-    pool: list[CandidateInfo] | None = None
-    out: list[CandidateInfo | None] = []
-    for name in strategies:
-        if name in BASE_STRATEGIES:
-            out.append(describe(named(name)))
-            continue
-        if pool is None:
-            described = (describe(p) for p in _pool(ctx, job, [named(n) for n in POOLED_FROM]))
-            pool = [c for c in described if c is not None]
-        key = SELECTORS[name]
-        scored = [(key(c), i) for i, c in enumerate(pool)]
-        scored = [s for s in scored if math.isfinite(s[0])]
-        out.append(pool[min(scored)[1]] if scored else None)
-    return out
-
-
-def candidates(ctx: PlacementContext, job: Job, strategies: Sequence[str] = STRATEGY_NAMES) -> list[Placement | None]:
-    """The candidate placement of ``job`` under each of ``strategies``, in order (None where infeasible)."""
-    return [None if c is None else c.placement for c in candidate_row(ctx, job, strategies)]

@@ -9,7 +9,6 @@ actions or observations: the env (layer 6) asks it to ``launch`` or to ``advance
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -17,12 +16,17 @@ from typing import NamedTuple
 
 import numpy as np
 
+from geopipe_env import sim_kernels, units
 from geopipe_env.engine import Event, EventKind, EventQueue, arrival_events
 from geopipe_env.generator import Job, World, timing_key
-from geopipe_env.physics import kernels, pipeline, schedule
-from geopipe_env.physics.energy import gpu_power_w
+from geopipe_env.physics import pipeline, schedule
+from geopipe_env.physics.energy import HourlyIntegral, gpu_power_w
 from geopipe_env.physics.network import is_stalled
-from geopipe_env import units
+from geopipe_env.tables import (
+    CARBON_KG, COST_USD, ENERGY_KWH, GPU_SECONDS, JF_DEMAND, JF_ITERATION, JF_RATE, JF_REMAINING, JF_TIMED_RATE,
+    JF_WAN_BYTES, JI_NUM_LINKS, JI_STALE, JI_TIMED_CAPACITY, JOB_SECONDS, NUM_JOB_FLOATS, NUM_JOB_INTS, NUM_TOTALS,
+    WAN_BYTES,
+)
 from geopipe_env.units import SECONDS_PER_HOUR, WATTS_PER_KW, transfer_time_s
 
 
@@ -69,7 +73,7 @@ class InfeasiblePlacement(ValueError):
 @dataclass(slots=True, eq=False)
 class Layout:
     """A placement at the current line rates: its no-stall demand, its iteration time and power as functions of
-    the allocated rate, and its links (the per-stage arrays behind them: :meth:`ClusterSim._stage_arrays`)."""
+    the allocated rate, and its links (the per-stage arrays behind them: ``pipeline.stage_arrays``)."""
 
     demand_gbps: float
     timing: PlacementTiming
@@ -96,13 +100,13 @@ def _iteration_time_s(inputs: tuple[bytes, bytes, bytes, bytes, int, str, bool],
     """
     forward_b, transfer_b, latency_b, wan_b, m, schedule_name, exact = inputs
     forward, transfer, latency = np.frombuffer(forward_b), np.frombuffer(transfer_b), np.frombuffer(latency_b)
-    if not exact:  # pipeline.IterationModel(...).total_s(min_cadence), compiled
+    backward = pipeline.BACKWARD_TO_FORWARD * forward
+    if not exact:  # the analytic model
         tab_i, tab_f = pipeline.packed_path_tables(forward.shape[0], max(m - 1, 1))
-        return kernels.model_total_s(
-            forward, transfer, latency, m, schedule_name == pipeline.GPIPE, tab_i, tab_f, min_cadence
+        return pipeline.model_total_s(
+            forward, backward, transfer, latency, m, schedule_name == pipeline.GPIPE, tab_i, tab_f, min_cadence
         )
     # The schedule table with each WAN hop's messages serialised at the job's allocated rate.
-    backward = pipeline.BACKWARD_TO_FORWARD * forward
     transfer = transfer.copy()
     if min_cadence > 0.0:
         wan = np.frombuffer(wan_b, dtype=np.intp)
@@ -284,14 +288,14 @@ class ClusterSim:
         self.running: dict[int, RunningJob] = {}
         self.placements: dict[int, Placement] = {}
         # energy kWh, cost USD, carbon kg, WAN bytes, allocated GPU·s and job·s (Σ over jobs in the system of
-        # time: the JCT integral), by kernels.ENERGY_KWH … JOB_SECONDS; read through the properties below.
-        self._totals = np.zeros(6)
+        # time: the JCT integral), by tables.SIM_TOTALS; read through the properties below.
+        self._totals = np.zeros(NUM_TOTALS)
         # Per job id, while it runs: iterations left, iteration time, WAN bytes per second, demand, the last
         # allocation, the rate it was last timed at (RunningJob reads these), its directed WAN links as flat indices
         # into (R, R) and how many, and the capacity version it was timed at: rows of one float and one int table
-        # (kernels.JF_*, JI_*), which the kernels take whole.
-        self._job_f = np.zeros((kernels.NUM_JOB_FLOATS, n_jobs))
-        self._job_i = np.zeros((kernels.NUM_JOB_INTS, n_jobs), dtype=np.int64)
+        # (tables.SIM_JOB_FLOATS, SIM_JOB_INTS), which the kernels take whole.
+        self._job_f = np.zeros((NUM_JOB_FLOATS, n_jobs))
+        self._job_i = np.zeros((NUM_JOB_INTS, n_jobs), dtype=np.int64)
         self._bind_job_rows()
         self._timed_at_capacity[:] = -1
         self._power_w = np.zeros((n_jobs, world.num_regions))  # per region
@@ -321,18 +325,18 @@ class ClusterSim:
         self._idle_power_w = world.idle_watts * world.pue  # per unallocated GPU, billed if the scenario says so
         self._allocated_gpus = 0  # Σ (num_gpus − free_gpus)
         self._has_carbon = bool(world.carbon.values.any())
-        # The hourly series as kernels.advance_interval reads them.
+        # The hourly series as sim_kernels.advance_interval reads them.
         self._series = (world.price.prefix_h, world.price.values, world.carbon.prefix_h, world.carbon.values,
                         self._has_carbon)
 
     def _bind_job_rows(self) -> None:
         """Name the rows of the per-job tables (views: writing one writes the table the kernels read)."""
         f, i = self._job_f, self._job_i
-        self._remaining_iters, self._iteration_s = f[kernels.JF_REMAINING], f[kernels.JF_ITERATION]
-        self._wan_bytes_per_s, self._demand_gbps = f[kernels.JF_WAN_BYTES], f[kernels.JF_DEMAND]
-        self._rates, self._rate_gbps = f[kernels.JF_RATE], f[kernels.JF_TIMED_RATE]  # the last allocation; timed at
-        self._job_num_links, self._timed_at_capacity = i[kernels.JI_NUM_LINKS], i[kernels.JI_TIMED_CAPACITY]
-        self._stale = i[kernels.JI_STALE]  # scratch: the jobs to retime
+        self._remaining_iters, self._iteration_s = f[JF_REMAINING], f[JF_ITERATION]
+        self._wan_bytes_per_s, self._demand_gbps = f[JF_WAN_BYTES], f[JF_DEMAND]
+        self._rates, self._rate_gbps = f[JF_RATE], f[JF_TIMED_RATE]  # the last allocation; timed at
+        self._job_num_links, self._timed_at_capacity = i[JI_NUM_LINKS], i[JI_TIMED_CAPACITY]
+        self._stale = i[JI_STALE]  # scratch: the jobs to retime
 
     def __setstate__(self, state: dict) -> None:
         """Unpickled (or deep-copied), the rows are arrays of their own: bind them to the tables again."""
@@ -340,12 +344,12 @@ class ClusterSim:
         self._bind_job_rows()
 
     # ------------------------------------------------------------------ totals
-    energy_kwh = property(lambda self: float(self._totals[kernels.ENERGY_KWH]), doc="facility energy so far, kWh")
-    cost_usd = property(lambda self: float(self._totals[kernels.COST_USD]), doc="electricity cost so far, USD")
-    carbon_kg = property(lambda self: float(self._totals[kernels.CARBON_KG]), doc="carbon so far, kg")
-    wan_bytes = property(lambda self: float(self._totals[kernels.WAN_BYTES]), doc="bytes sent over WAN links so far")
-    gpu_seconds = property(lambda self: float(self._totals[kernels.GPU_SECONDS]), doc="allocated GPU·s so far")
-    job_seconds = property(lambda self: float(self._totals[kernels.JOB_SECONDS]), doc="Σ over jobs in system of time")
+    energy_kwh = property(lambda self: float(self._totals[ENERGY_KWH]), doc="facility energy so far, kWh")
+    cost_usd = property(lambda self: float(self._totals[COST_USD]), doc="electricity cost so far, USD")
+    carbon_kg = property(lambda self: float(self._totals[CARBON_KG]), doc="carbon so far, kg")
+    wan_bytes = property(lambda self: float(self._totals[WAN_BYTES]), doc="bytes sent over WAN links so far")
+    gpu_seconds = property(lambda self: float(self._totals[GPU_SECONDS]), doc="allocated GPU·s so far")
+    job_seconds = property(lambda self: float(self._totals[JOB_SECONDS]), doc="Σ over jobs in system of time")
 
     # ------------------------------------------------------------------ time
     def _capacity_at(self, t_s: float) -> np.ndarray:
@@ -374,7 +378,7 @@ class ClusterSim:
         if t_s <= self.now_s:
             return
         kw, total_w = self._billed_power()
-        kernels.advance_interval(
+        sim_kernels.advance_interval(
             self.now_s, t_s, self._running_ids, self._job_f, kw, total_w, self._series, self._allocated_gpus,
             len(self.waiting) + len(self.running), self._totals,
         )
@@ -393,10 +397,10 @@ class ClusterSim:
     def step_event_within(self, limit_s: float, quiet_hours: bool = False) -> bool:
         """:meth:`advance_quiet_hours` (if ``quiet_hours``), then :meth:`step_event` if the next event lies at or
         before ``limit_s``; otherwise advance to ``limit_s`` and return False. The integration up to the event is
-        one compiled call (``kernels.advance_to_event``)."""
+        one compiled call (``sim_kernels.advance_to_event``)."""
         kw, total_w = self._billed_power()
         quiet_hours = quiet_hours and self.world.scenario.network.background is None
-        self.now_s, self._tick_s, reached = kernels.advance_to_event(
+        self.now_s, self._tick_s, reached = sim_kernels.advance_to_event(
             self.now_s, self._tick_s, self._events.peek(), limit_s, quiet_hours, self._running_ids, self._job_f, kw,
             total_w, self._series, self._allocated_gpus, len(self.waiting) + len(self.running), self._totals,
         )
@@ -425,7 +429,7 @@ class ClusterSim:
         if self._tick_s > limit_s:
             return
         kw, total_w = self._billed_power()
-        self.now_s, self._tick_s = kernels.advance_hours(
+        self.now_s, self._tick_s = sim_kernels.advance_hours(
             self.now_s, self._tick_s, self._events.peek(), limit_s, self._running_ids, self._job_f, kw, total_w,
             self._series, self._allocated_gpus, len(self.waiting) + len(self.running), self._totals,
         )
@@ -488,6 +492,7 @@ class ClusterSim:
         cached = self._layout_cache.get(key)
         if cached is None:
             forward, transfer, latency, wan_pos = self._stage_arrays(job, placement)
+            gpipe = self.world.scenario.pipeline_schedule == pipeline.GPIPE
             timing = PlacementTiming(self.world, job, placement, forward, transfer, latency, wan_pos, self.exact_timing)
             num_regions = self.world.num_regions
             links = np.array([a * num_regions + b for a, b in placement.links], dtype=np.int64)
@@ -497,18 +502,9 @@ class ClusterSim:
             for array in (links, gpus):  # shared by every launch of the layout
                 array.setflags(write=False)
             per_iteration = 2.0 * job.num_microbatches * job.wan_message_bytes * placement.num_wan_hops
-            cached = self._layout_cache[key] = Layout(self.demand_gbps(job, forward), timing, links, gpus, per_iteration)
+            demand = pipeline.demand_gbps(forward, job.wan_message_bytes, gpipe)
+            cached = self._layout_cache[key] = Layout(demand, timing, links, gpus, per_iteration)
         return cached
-
-    def timing_parts(self, job: Job, placement: Placement) -> tuple[pipeline.ModelParts, float]:
-        """The analytic model of ``placement``'s iteration at the current line rates, taken apart
-        (:func:`pipeline.model_parts`), and its no-stall demand: what :class:`PlacementTiming` evaluates. The
-        reference of ``kernels.store_layout``, which computes the same for the compiled candidate table."""
-        forward, transfer, latency, _ = self._stage_arrays(job, placement)
-        backward = pipeline.BACKWARD_TO_FORWARD * forward
-        schedule_name = self.world.scenario.pipeline_schedule
-        parts = pipeline.model_parts(forward, backward, transfer, latency, job.num_microbatches, schedule_name)
-        return parts, self.demand_gbps(job, forward)
 
     def local_iteration_s_of(self, job: Job, placement: Placement) -> float:
         """Iteration time of ``placement``'s stages with every boundary inside one region (intra-region link and
@@ -541,27 +537,14 @@ class ClusterSim:
         return cached
 
     def _stage_arrays(self, job: Job, placement: Placement) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Per-stage forward times and per-boundary transfer/latency at line rate, plus WAN hop positions."""
+        """``pipeline.stage_arrays`` of the placement at the current line rates: per-stage forward times,
+        per-boundary transfer times and latencies, and the WAN boundaries' positions."""
         net = self.world.scenario.network
-        forward: list[float] = []
-        for r, n in zip(placement.regions, placement.stages):
-            forward += [float(job.forward_s[r])] * n
-        n_hops = len(forward) - 1
-        # Inside a region each replica has its own link; across regions the d replicas share the WAN link.
-        transfer = [transfer_time_s(job.activation_bytes, net.intra_bandwidth_gbps)] * n_hops
-        latency = [float(net.intra_latency_s)] * n_hops
-        wan_pos = list(itertools.accumulate(placement.stages[:-1], initial=-1))[1:]  # last stage of each region
-        for pos, a, b in zip(wan_pos, placement.regions, placement.regions[1:]):
-            transfer[pos] = transfer_time_s(job.wan_message_bytes, float(self.capacity_gbps[a, b]))
-            latency[pos] = float(self.world.latency_s[a, b])
-        arrays = (np.array(forward), np.array(transfer, dtype=float), np.array(latency, dtype=float))
-        return (*arrays, np.array(wan_pos, dtype=np.intp))
-
-    def demand_gbps(self, job: Job, forward: np.ndarray) -> float:
-        """Rate per WAN hop below which communication stalls this pipeline: ``d·A·8`` per compute cadence."""
-        backward = pipeline.BACKWARD_TO_FORWARD * forward
-        cadence = pipeline.demand_cadence_s(forward, backward, self.world.scenario.pipeline_schedule)
-        return units.rate_gbps(job.wan_message_bytes, cadence)
+        regions, stages = np.array(placement.regions, dtype=np.int64), np.array(placement.stages, dtype=np.int64)
+        return pipeline.stage_arrays(
+            job.forward_s, job.activation_bytes, job.wan_message_bytes, regions, stages, regions.size,
+            self.capacity_gbps, self.world.latency_s, float(net.intra_bandwidth_gbps), float(net.intra_latency_s),
+        )
 
     def check_placement(self, job: Job, placement: Placement) -> str | None:
         """Why ``placement`` cannot be launched for ``job`` now, or None if it can."""
@@ -647,15 +630,15 @@ class ClusterSim:
         self._recompute_rates()
 
     def _recompute_rates(self) -> None:
-        """Max-min fair rates for all running jobs on all directed links (``kernels.max_min_rates``: the
-        progressive filling of ``network.max_min_fair``), then timing, power and completions
-        (``kernels.reallocate`` does the compiled parts in one call)."""
+        """Max-min fair rates for all running jobs on all directed links (``network.max_min_rates``: progressive
+        filling), then timing, power and completions
+        (``sim_kernels.reallocate`` does the compiled parts in one call)."""
         num_regions = self.world.num_regions
         ids = self._running_ids
         link_load = np.zeros(num_regions * num_regions)
         power = np.zeros(num_regions)
         kw = np.empty(num_regions)
-        self.max_link_utilization, count, total_w = kernels.reallocate(
+        self.max_link_utilization, count, total_w = sim_kernels.reallocate(
             ids, self._job_f, self._job_i, self._job_links, self.capacity_gbps, link_load, self.max_link_utilization,
             self._capacity_version, self._power_w, power, kw,
         )
@@ -664,7 +647,7 @@ class ClusterSim:
             rates = self._rates
             for jid in self._stale[:count].tolist():
                 self._retime(self.running[jid], float(rates[jid]))
-            total_w = kernels.region_power(self._power_w, ids, power, kw)
+            total_w = sim_kernels.region_power(self._power_w, ids, power, kw)
         self.region_power_w = power
         self._region_kw = (kw, total_w)
 
@@ -691,3 +674,27 @@ class ClusterSim:
             rj.version += 1
             finish = self.now_s + max(float(self._remaining_iters[jid]), 0.0) * t_iter
             self._events.push(finish, Event(_COMPLETION, jid, rj.version))
+
+
+def warm_up() -> None:
+    """Call the compiled formulas that the simulator, the world generator and the Python candidate table call from
+    Python, once on tiny inputs of the types an episode gives (see ``sim_kernels.warm_up``)."""
+    read_only = np.frombuffer(np.array([1.0, 2.0]).tobytes())  # a pipeline by value, as _iteration_time_s has it
+    hop = np.frombuffer(np.ones(1).tobytes())
+    pipeline.model_total_s(read_only, pipeline.BACKWARD_TO_FORWARD * read_only, hop, hop, 4, False,
+                           *pipeline.packed_path_tables(2, 3), 0.0)
+    forward_r = np.ones(1)
+    forward_r.setflags(write=False)  # a job's per-region forward times are read-only
+    place = np.zeros(1, dtype=np.int64)
+    forward, _, _, _ = pipeline.stage_arrays(forward_r, 1.0, 1.0, place, place + 2, 1, np.ones((1, 1)), np.zeros((1, 1)),
+                                             1.0, 0.0)
+    pipeline.demand_gbps(forward, 1.0, False)
+    pipeline.uniform_iteration_time_s(np.ones(2), np.arange(1, 3), 1.0, 0.0, 4)
+    gpu_power_w(1, 1.0, 2.0, 0.5, 1.0)
+    gpu_power_w(1, np.ones(1), np.ones(1), np.ones(1), np.ones(1))  # per region, in the world generator
+    is_stalled(1.0, 1.0)
+    transfer_time_s(1.0, 1.0)
+    units.rate_gbps(1.0, 1.0)
+    series = HourlyIntegral(np.ones((1, 2)))
+    series.integral(0.0, 1.0)
+    series.weighted_integral((0,), (1.0,), 0.0, 1.0)

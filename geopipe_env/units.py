@@ -1,10 +1,16 @@
 """Layer 1: unit conversions and physical constants.
 
 Everything inside the simulator is SI-like: seconds, bytes, Gbit/s, watts, kWh, USD/kWh and g/kWh.
-Names carry their unit; the helpers here are the only place where a conversion factor appears.
+Names carry their unit; the helpers here are the only place where a conversion factor appears. The two that the
+decision path's compiled code calls are compiled themselves (:data:`~geopipe_env.compiled.jit`), so Python and
+compiled code share one definition.
 """
 
 from __future__ import annotations
+
+import math
+
+from geopipe_env.compiled import jit
 
 SECONDS_PER_HOUR = 3600.0
 BITS_PER_BYTE = 8.0
@@ -29,13 +35,15 @@ def seconds_from_hours(hours_: float) -> float:
     return hours_ * SECONDS_PER_HOUR
 
 
+@jit
 def transfer_time_s(num_bytes: float, bandwidth_gbps: float) -> float:
     """Serialisation time of ``num_bytes`` on a link of ``bandwidth_gbps`` (infinite if the rate is 0)."""
     if bandwidth_gbps <= 0.0:
-        return float("inf")
+        return math.inf
     return num_bytes * BITS_PER_BYTE / (bandwidth_gbps * BITS_PER_GBIT)
 
 
+@jit
 def rate_gbps(num_bytes: float, period_s: float) -> float:
     """The bandwidth that moves ``num_bytes`` every ``period_s`` seconds."""
     return num_bytes * BITS_PER_BYTE / (period_s * BITS_PER_GBIT)

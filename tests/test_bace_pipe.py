@@ -174,13 +174,18 @@ def test_literal_reading_grows_a_path_that_one_region_would_hold(tmp_path):
 
 
 def test_registered_strategy_becomes_a_candidate_slot(tmp_path, monkeypatch):
-    """``register_strategy`` adds a strategy the env accepts as a candidate slot; a taken name is refused."""
-    from geopipe_env import placement
+    """``register_strategy`` adds a strategy the env accepts as a candidate slot, run in Python beside the compiled
+    table of the built-in ones (both backends give it alike); a taken name is refused."""
+    from geopipe_env import placement, strategies
+    from geopipe_env.decision import CompiledBackend
 
-    monkeypatch.setattr(placement, "BASE_STRATEGIES", dict(placement.BASE_STRATEGIES))
-    placement.register_strategy("all-in-c", lambda ctx, job: placement._placement((2,), (job.num_stages,)))
-    env = GeoPipeEnv(_scenario(tmp_path, c_gpus=2), strategies=["lcf", "all-in-c"])
-    env.reset(seed=0)
-    assert env.candidate(0, 1).placement.regions == (2,)
+    monkeypatch.setattr(strategies, "_REGISTRY", dict(strategies._REGISTRY))
+    strategies.register_strategy("all-in-c", lambda ctx, job: placement._placement((2,), (job.num_stages,)))
+    envs = [GeoPipeEnv(_scenario(tmp_path, c_gpus=2), strategies=["lcf", "all-in-c"], timing=timing)
+            for timing in ("analytic", "exact")]
+    assert isinstance(envs[0]._backend, CompiledBackend)
+    for env in envs:
+        env.reset(seed=0)
+        assert env.candidate(0, 1).placement.regions == (2,)
     with pytest.raises(ValueError, match="exists already"):
-        placement.register_strategy("lcf", placement.lcf)
+        strategies.register_strategy("lcf", placement.lcf)

@@ -1,5 +1,6 @@
-"""The compiled candidate table (``geopipe_env.candidate_kernels``) equals the Python one (``placement.candidate_row``)
-at every decision: the same placements behind the same actions, and the same figures to 1e-12."""
+"""The compiled candidate table (``geopipe_env.candidate_kernels``, in ``decision.CompiledBackend``) equals the Python
+one (``strategies.candidate_row``) at every decision: the same placements behind the same actions, and the same
+figures to 1e-12."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ import numpy as np
 import pytest
 
 import geopipe_env  # noqa: F401
-from geopipe_env.candidate_table import CandidateTable
+from geopipe_env.decision import CompiledBackend, PythonBackend
 from geopipe_env.env import GeoPipeEnv
-from geopipe_env.placement import PlacementContext, candidate_row
+from geopipe_env.placement import PlacementContext
 from geopipe_env.loader import load_scenario
+from geopipe_env.strategies import candidate_row
 from geopipe_env.synthetic import random_scenario_dict
 
 REL = 1e-12
@@ -19,8 +21,8 @@ REL = 1e-12
 
 def assert_tables_agree(env) -> int:
     """Compare the env's compiled table with the Python table of the same state; the number of actions compared."""
-    table = env._cands
-    assert isinstance(table, CandidateTable)
+    table = env._backend
+    assert isinstance(table, CompiledBackend)
     ctx = PlacementContext(env.sim)
     visible = env.sim.waiting[: env.queue_slots]
     compared = 0
@@ -39,8 +41,8 @@ def assert_tables_agree(env) -> int:
             for field in ("iteration_s", "duration_s", "cost_usd", "carbon_kg", "rate_gbps", "demand_gbps"):
                 assert getattr(got, field) == pytest.approx(getattr(want, field), rel=REL, abs=1e-300), field
     # The observation read from the arrays equals the one read from CandidateInfo rows.
-    from_arrays = env.encoder.encode(env.sim, env.sim.waiting, table)
-    from_rows = env.encoder.encode(env.sim, env.sim.waiting, table.rows())
+    from_arrays = table.observe(env.sim.waiting)
+    from_rows = env.encoder.encode_rows(env.sim, env.sim.waiting, table.rows())
     for key in from_arrays:
         assert np.array_equal(from_arrays[key], from_rows[key]), key
     return compared
@@ -84,12 +86,21 @@ def test_compiled_table_equals_python_table_on_random_worlds(seed):
     scenario = load_scenario(spec)
     strategies = ("greenest", "ldf", "bace-pipe", "cheapest", "cr-ldf", "lcf", "fastest", "cr-lcf")
     env = GeoPipeEnv(scenario, strategies=strategies)
-    assert env._codes is not None
     walk(env, seed, 60)
 
 
-def test_other_strategies_use_the_python_table():
-    """A strategy that the kernel does not hold (an ablation) keeps the whole table in Python."""
-    env = gym.make("GeoPipe-v0", strategies=("bace-pipe", "bace-pipe-no-costmin")).unwrapped
-    env.reset(seed=0)
-    assert env._codes is None and not isinstance(env._cands, CandidateTable)
+def test_strategies_without_a_compiled_twin_run_beside_the_compiled_table():
+    """The ablations have no compiled twin: their columns run their Python rules, the others stay compiled, and the
+    whole table equals the Python one."""
+    strategies = ("bace-pipe", "bace-pipe-no-costmin", "fastest", "bace-pipe-no-pathfinder")
+    env = gym.make("GeoPipe-v0", strategies=strategies).unwrapped
+    assert isinstance(env._backend, CompiledBackend)
+    assert [k for k, _ in env._backend.python_columns] == [1, 3]
+    assert walk(env, 7, 80) > 200
+
+
+@pytest.mark.parametrize("kwargs", [{"timing": "exact"}, {"scenario": "a6000-vm-pair", "timing": "exact"}])
+def test_exact_timing_uses_the_python_backend(kwargs):
+    """The compiled table times layouts by the analytic model, so exact timing runs the Python backend."""
+    env = gym.make("GeoPipe-v0", **kwargs).unwrapped
+    assert isinstance(env._backend, PythonBackend)

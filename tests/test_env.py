@@ -324,7 +324,8 @@ def test_slow_kernel_loading_is_announced_and_fast_loading_is_silent():
 def test_price_forecast_feature_is_the_mean_of_the_next_hours():
     """The regions table's forecast column holds, per hour, each region's mean price over the next FORECAST_H
     hours (fewer at the end of the series), normalised across regions like the price now."""
-    from geopipe_env.observation import FORECAST_H, _normalise_prices
+    from geopipe_env.observation import FORECAST_H
+    from geopipe_env.reference import normalise_prices as _normalise_prices
 
     env = gym.make("GeoPipe-v0").unwrapped
     env.reset(seed=4)
@@ -335,28 +336,11 @@ def test_price_forecast_feature_is_the_mean_of_the_next_hours():
     assert np.allclose(env.encoder._hourly[:, :, 0], _normalise_prices(price).T, rtol=1e-6, atol=1e-7)
 
 
-def _hourly_features_numpy(price: np.ndarray, prefix_h: np.ndarray, carbon: np.ndarray, carbon_scale: float) -> np.ndarray:
-    """The regions table's per-hour columns by whole-array numpy: the reference of observation.hourly_features."""
-    from geopipe_env.observation import FORECAST_H, _normalise_prices
-
-    num_hours = price.shape[1]
-    hours = np.arange(num_hours)
-    ahead = np.minimum(hours + FORECAST_H, num_hours)
-    full = max(num_hours - FORECAST_H, 0)
-    forecast = np.empty_like(price)
-    np.subtract(prefix_h[:, FORECAST_H:FORECAST_H + full], prefix_h[:, :full], out=forecast[:, :full])
-    np.subtract(prefix_h[:, num_hours:], prefix_h[:, full:num_hours], out=forecast[:, full:])
-    forecast /= ahead - hours
-    out = np.empty((num_hours, price.shape[0], 3), dtype=np.float32)
-    out[:, :, 0] = _normalise_prices(price).T
-    out[:, :, 1] = _normalise_prices(forecast).T
-    out[:, :, 2] = (carbon / carbon_scale).T
-    return out
-
-
 def test_hourly_features_kernel_equals_numpy():
-    """The compiled hourly table equals the whole-array numpy computation bit for bit: on the built-in worlds, and
+    """The compiled hourly table equals the whole-array numpy computation (reference.hourly_features) bit for bit: on
+    the built-in worlds, and
     on random series of 1 to 70 regions, with negative and zero prices and series shorter than the forecast."""
+    from geopipe_env import reference
     from geopipe_env.observation import hourly_features
     from geopipe_env.physics.energy import HourlyIntegral
 
@@ -373,5 +357,5 @@ def test_hourly_features_kernel_equals_numpy():
     for series, carbon, scale in cases:
         got = np.empty((series.values.shape[1], series.values.shape[0], 3), dtype=np.float32)
         hourly_features(series.values, series.prefix_h, carbon, scale, got)
-        want = _hourly_features_numpy(series.values, series.prefix_h, carbon, scale)
+        want = reference.hourly_features(series.values, series.prefix_h, carbon, scale)
         assert np.array_equal(got, want)

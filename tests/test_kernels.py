@@ -1,4 +1,4 @@
-"""The compiled kernels (``geopipe_env.physics.kernels``) equal their Python references."""
+"""The compiled kernels equal their specification in ``geopipe_env.reference`` (or numpy's own operations)."""
 
 from __future__ import annotations
 
@@ -12,24 +12,26 @@ import numpy as np
 import pytest
 
 import geopipe_env  # noqa: F401
+from geopipe_env import reference, sim_kernels, tables
+from geopipe_env.compiled import pairwise_sum
 from geopipe_env.generator import sample_world
-from geopipe_env.layout_table import LayoutTable
+from geopipe_env.layout_table import EMPTY_SLOT, LayoutTable, find_layout, index_layout, layout_key
 from geopipe_env.loader import load_builtin
-from geopipe_env.physics import kernels, pipeline
+from geopipe_env.physics import energy, network, pipeline
 from geopipe_env.physics.energy import HourlyIntegral, energy_kwh
-from geopipe_env.physics.network import max_min_fair
 from geopipe_env.simulator import ClusterSim, Placement
 
 REL = 1e-12
 
 
-def test_cumulative_at_equals_hourly_integral():
-    """∫ from 0 to t of hourly series, before, inside and past the series, equals HourlyIntegral.cumulative."""
+def test_cumulative_at_equals_the_reference():
+    """∫ from 0 to t of hourly series, before, inside and past the series, equals reference.cumulative."""
     rng = np.random.default_rng(0)
     series = HourlyIntegral(rng.normal(size=(5, 30)))
     out = np.empty(5)
     for t_s in (-5.0, 0.0, 1.0, 3599.9, 3600.0, 7777.7, 29 * 3600.0, 31.5 * 3600.0, *rng.uniform(0, 40 * 3600, 20)):
-        kernels.cumulative_at(series.prefix_h, series.values, t_s, out)
+        energy.cumulative_at(series.prefix_h, series.values, t_s, out)
+        assert np.array_equal(out, reference.cumulative(series.prefix_h, series.values, t_s))
         assert np.array_equal(out, series.cumulative(t_s))
 
 
@@ -93,7 +95,7 @@ def test_advance_to_equals_the_physics_functions():
 
 
 def test_max_min_rates_equals_max_min_fair():
-    """The compiled allocation over jobs' link lists equals network.max_min_fair on the usage matrix, contended
+    """The compiled allocation over jobs' link lists equals reference.max_min_fair on the usage matrix, contended
     links included, and the link loads and peak utilisation follow from it."""
     rng = np.random.default_rng(5)
     num_links = 12
@@ -108,12 +110,12 @@ def test_max_min_rates_equals_max_min_fair():
             job_links[j, : ls.size] = ls
         num = np.array([ls.size for ls in links], dtype=np.int64)
         rates, load = np.zeros(num_jobs), np.zeros(num_links)
-        peak = kernels.max_min_rates(running, demand, job_links, num, capacity, rates, load, 0.0)
+        peak = network.max_min_rates(running, demand, job_links, num, capacity, rates, load, 0.0)
         used = sorted({int(link) for j in running for link in links[j]})
         usage = np.zeros((num_jobs, len(used)))
         for i, j in enumerate(running):
             usage[i, [used.index(int(link)) for link in links[j]]] = 1.0
-        want = max_min_fair(demand[running], usage, capacity[used]) if used else demand[running]
+        want = reference.max_min_fair(demand[running], usage, capacity[used]) if used else demand[running]
         np.testing.assert_allclose(rates[running], want, rtol=1e-12)
         if used:
             np.testing.assert_allclose(load[used], usage.T @ want, rtol=1e-12)
@@ -161,8 +163,9 @@ def test_advance_quiet_hours_stops_at_the_limit():
     assert sim.now_s <= limit < sim._tick_s
 
 
-def test_weighted_integral_equals_hourly_integral():
-    """Σ weights · ∫ series over any interval equals HourlyIntegral.weighted_integral, value for value."""
+def test_weighted_integral_equals_the_reference():
+    """Σ weights · ∫ series over any interval equals reference.weighted_integral (to 1e-12; numpy's dot adds in
+    another order) and HourlyIntegral.weighted_integral value for value."""
     rng = np.random.default_rng(1)
     series = HourlyIntegral(rng.normal(size=(6, 48)))
     for _ in range(200):
@@ -170,25 +173,28 @@ def test_weighted_integral_equals_hourly_integral():
         weights = rng.uniform(0.0, 5.0, rows.size)
         t0 = float(rng.uniform(-100.0, 50 * 3600.0))
         t1 = t0 + float(rng.uniform(0.0, 60 * 3600.0))
-        want = series.weighted_integral(tuple(rows.tolist()), tuple(weights.tolist()), t0, t1)
-        got = kernels.weighted_integral(series.prefix_h, series.values, rows, weights, rows.size, t0, t1)
-        assert got == want
+        want = reference.weighted_integral(series.prefix_h, series.values, tuple(rows.tolist()), tuple(weights.tolist()),
+                                           t0, t1)
+        got = energy.weighted_integral(series.prefix_h, series.values, rows, weights, rows.size, t0, t1)
+        assert got == pytest.approx(want, rel=1e-12, abs=1e-9)
+        assert got == series.weighted_integral(tuple(rows.tolist()), tuple(weights.tolist()), t0, t1)
 
 
-def test_uniform_total_equals_the_python_closed_form():
-    """The compiled closed form is pipeline._uniform_total_s on floats, bit for bit, cadence floor included."""
+@pytest.mark.parametrize("schedule", pipeline.SCHEDULES)
+def test_uniform_total_equals_the_reference_closed_form(schedule):
+    """The compiled closed form is reference._uniform_total_s on floats, bit for bit, cadence floor included."""
     rng = np.random.default_rng(2)
     for _ in range(500):
         f, x, lat = rng.uniform(0.001, 1.0), rng.uniform(0.0, 1.0), rng.uniform(0.0, 0.1)
         s, m = float(rng.integers(1, 65)), int(rng.integers(1, 129))
         cadence = float(rng.choice([0.0, rng.uniform(0.0, 3.0)]))
-        want = pipeline._uniform_total_s(f, s, x, lat, m, pipeline.ONE_F_ONE_B, cadence, max, math.floor, math.ceil)
-        assert kernels.uniform_total_s(f, s, x, lat, m, cadence) == want
+        want = reference._uniform_total_s(f, s, x, lat, m, schedule, cadence, max, math.floor, math.ceil)
+        assert pipeline.uniform_total_s(f, s, x, lat, m, schedule == pipeline.GPIPE, cadence) == want
 
 
 @pytest.mark.parametrize("schedule", pipeline.SCHEDULES)
 def test_layout_table_timing_equals_iteration_model(schedule):
-    """A layout table's compiled evaluation of an IterationModel's parts (the 1F1B path family folded into lines,
+    """A layout table's compiled evaluation of a model's parts (the 1F1B path family folded into lines,
     dominated lines dropped) equals IterationModel.total_s at any cadence floor, bit for bit, for every kind of
     model (GPipe, closed form, one micro-batch, path family)."""
     from test_timing_model import random_layout
@@ -198,12 +204,12 @@ def test_layout_table_timing_equals_iteration_model(schedule):
     kinds = set()
     for _ in range(400):
         forward, backward, transfer, latency, m = random_layout(rng)
-        model = pipeline.IterationModel(forward, backward, transfer, latency, m, schedule)
-        parts = pipeline.model_parts(forward, backward, transfer, latency, m, schedule)
+        model = reference.IterationModel(forward, backward, transfer, latency, m, schedule)
+        parts = reference.model_parts(forward, backward, transfer, latency, m, schedule)
         kinds.add(parts.kind)
-        lay = table.store(parts, profile=0, regions=np.arange(1), stages=np.arange(1) + len(kinds), extra=(0.0, 0.0, 0.0))
+        lay = reference.store_parts(table, parts, 0, np.arange(1), np.arange(1) + len(kinds), (0.0, 0.0, 0.0))
         for cadence in (0.0, *rng.uniform(0.0, 3.0, 3), *rng.uniform(3.0, 50.0, 2)):
-            got = kernels.iteration_total_s(table.layout_f, table.layout_i, table.arrays, lay, cadence)
+            got = pipeline.iteration_total_s(table.layout_f, table.layout_i, table.arrays, lay, cadence)
             assert got == model.total_s(cadence)
     assert kinds == ({pipeline.MODEL_GPIPE} if schedule == pipeline.GPIPE else {1, 2, 3})
 
@@ -225,14 +231,14 @@ def _random_placement(rng: np.random.Generator, world, num_stages: int):
 @pytest.mark.parametrize("scenario", ["geopipe-v0", "paper", "toy"])
 @pytest.mark.parametrize("schedule", pipeline.SCHEDULES)
 def test_store_layout_equals_the_python_model(scenario, schedule):
-    """LayoutTable.add times a placement by the compiled kernels.store_layout: the table then holds, bit for bit,
-    the rows, lines and placement that LayoutTable.store writes from the simulator's Python model
-    (ClusterSim.timing_parts), for every kind of model: GPipe, closed form, one micro-batch, path family; also over
+    """LayoutTable.add times a placement by the compiled store_layout: the table then holds, bit for bit,
+    the rows, lines and placement that reference.store_parts writes from the reference model of the simulator's
+    pipeline (reference.timing_parts), for every kind of model: GPipe, closed form, one micro-batch, path family; also over
     the rows an emptied table keeps."""
     base = load_builtin(scenario)
     world = sample_world(dataclasses.replace(base, pipeline_schedule=schedule), np.random.default_rng(5))
     sim = ClusterSim(world)
-    compiled, reference = LayoutTable(), LayoutTable()
+    compiled, spec = LayoutTable(), LayoutTable()
     rng = np.random.default_rng(10)
     for _ in range(50):  # layouts that leave their rows behind when the table empties (it keeps its arrays)
         job = world.jobs[int(rng.integers(len(world.jobs)))]
@@ -250,19 +256,19 @@ def test_store_layout_equals_the_python_model(scenario, schedule):
         regions, stages = np.array(placement.regions), np.array(placement.stages)
         lay = compiled.add(sim, job, regions, stages)
         assert compiled.add(sim, job, regions, stages) == lay  # found, not stored again
-        pid = reference.profile_id(job)
-        if kernels.find_layout(reference.index, reference.layout_i, reference.places, pid, regions, stages,
-                               regions.size)[0] < 0:
-            parts, demand = sim.timing_parts(job, placement)
-            assert reference.store(parts, pid, regions, stages, (job.allreduce_s, demand, job.wan_message_bytes)) == lay
+        pid = spec.profile_id(job)
+        if find_layout(spec.index, spec.layout_i, spec.places, pid, regions, stages, regions.size)[0] < 0:
+            parts, demand = reference.timing_parts(sim, job, placement)
+            extra = (job.allreduce_s, demand, job.wan_message_bytes)
+            assert reference.store_parts(spec, parts, pid, regions, stages, extra) == lay
             kinds.add(parts.kind)
-    assert compiled.num_layouts == reference.num_layouts
-    assert np.array_equal(compiled.layout_f[:lay + 1], reference.layout_f[:lay + 1])
-    assert np.array_equal(compiled.layout_i[:lay + 1], reference.layout_i[:lay + 1])
-    assert np.array_equal(compiled.arrays[:compiled._arrays_used], reference.arrays[:reference._arrays_used])
-    assert np.array_equal(compiled.places[:compiled._places_used], reference.places[:reference._places_used])
-    for table in (compiled, reference):  # each indexes every layout once (the emptied one in more slots)
-        assert sorted(table.index[table.index != kernels.EMPTY_SLOT]) == list(range(table.num_layouts))
+    assert compiled.num_layouts == spec.num_layouts
+    assert np.array_equal(compiled.layout_f[:lay + 1], spec.layout_f[:lay + 1])
+    assert np.array_equal(compiled.layout_i[:lay + 1], spec.layout_i[:lay + 1])
+    assert np.array_equal(compiled.arrays[:compiled._arrays_used], spec.arrays[:spec._arrays_used])
+    assert np.array_equal(compiled.places[:compiled._places_used], spec.places[:spec._places_used])
+    for table in (compiled, spec):  # each indexes every layout once (the emptied one in more slots)
+        assert sorted(table.index[table.index != EMPTY_SLOT]) == list(range(table.num_layouts))
     if schedule == pipeline.GPIPE:
         assert kinds == {pipeline.MODEL_GPIPE}
     else:  # the toy world's jobs have two stages on GPUs alike: a single hop, always the closed form
@@ -273,8 +279,8 @@ def test_store_layout_equals_the_python_model(scenario, schedule):
 
 @pytest.mark.parametrize("schedule", pipeline.SCHEDULES)
 def test_model_total_s_equals_iteration_model(schedule):
-    """kernels.model_total_s, which times the simulator's running jobs, equals IterationModel.total_s bit for bit at
-    any cadence floor, on writable and read-only arrays (the simulator passes read-only views of bytes)."""
+    """pipeline.model_total_s, which times the simulator's running jobs, equals reference.IterationModel.total_s bit
+    for bit at any cadence floor, on writable and read-only arrays (the simulator passes read-only views of bytes)."""
     from test_timing_model import random_layout
 
     rng = np.random.default_rng(13)
@@ -283,15 +289,16 @@ def test_model_total_s_equals_iteration_model(schedule):
         backward = 2.0 * forward  # the simulator's stages
         if trial % 2:
             forward, transfer, latency = (np.frombuffer(a.tobytes()) for a in (forward, transfer, latency))
-        model = pipeline.IterationModel(forward, backward, transfer, latency, m, schedule)
+        model = reference.IterationModel(forward, backward, transfer, latency, m, schedule)
         tab = pipeline.packed_path_tables(forward.shape[0], max(m - 1, 1))
+        gpipe = schedule == pipeline.GPIPE
         for cadence in (0.0, *rng.uniform(0.0, 3.0, 2), rng.uniform(3.0, 50.0)):
-            got = kernels.model_total_s(forward, transfer, latency, m, schedule == pipeline.GPIPE, *tab, cadence)
+            got = pipeline.model_total_s(forward, backward, transfer, latency, m, gpipe, *tab, cadence)
             assert got == model.total_s(cadence)
 
 
 def test_fixed_paths_equal_the_python_ones():
-    """The compiled 1F1B path family's fixed parts equal pipeline._fixed_paths, array for array, bit for bit."""
+    """The compiled 1F1B path family's fixed parts equal reference.fixed_paths, array for array, bit for bit."""
     from test_timing_model import random_layout
 
     rng = np.random.default_rng(8)
@@ -301,9 +308,9 @@ def test_fixed_paths_equal_the_python_ones():
         if m < 2:
             continue
         n = m - 1
-        want = pipeline._fixed_paths(forward, backward, forward + backward, transfer, latency, n)
+        want = reference.fixed_paths(forward, backward, forward + backward, transfer, latency, n)
         tab = want.tables
-        got = kernels.fixed_paths(
+        got = pipeline.fixed_paths(
             forward, backward, transfer, latency, n, tab.run_reach, tab.held, tab.turn_stage, tab.turn_reach,
             tab.turn_hop_reach, tab.turn_held, tab.turn_cycles, tab.turn_segment, tab.turn_steps, tab.tail_copies,
             tab.tail_width, tab.full_loops, tab.part_loop, tab.copies, tab.segment, tab.pre_loop, tab.post_width,
@@ -312,25 +319,25 @@ def test_fixed_paths_equal_the_python_ones():
         assert got[0] == want.last_stage_s and got[1] == want.other_s
         for array, name in zip(got[2:], ("tail_s", "loops_only_s", "segments_s", "pre_loop_s", "post_s")):
             assert np.array_equal(array, getattr(want, name)), name
-        # The same family as IterationModel builds it (pipeline.compiled_fixed_paths).
-        built = pipeline.compiled_fixed_paths(forward, backward, transfer, latency, n)
-        assert built.last_stage_s == want.last_stage_s and built.other_s == want.other_s
-        for name in ("tail_s", "loops_only_s", "segments_s", "pre_loop_s", "post_s"):
-            assert np.array_equal(getattr(built, name), getattr(want, name)), name
+        # The same family from the packed tables (what the layout table and the simulator build).
+        packed = pipeline.packed_fixed_paths(forward, backward, transfer, latency, m,
+                                             *pipeline.packed_path_tables(forward.shape[0], n))
+        for a, b in zip(packed, got):
+            assert np.array_equal(np.asarray(a), np.asarray(b))
         checked += 1
 
 
 def test_packed_path_tables_hold_every_field():
     """The packed path tables give back each field of pipeline.path_tables, values and kind (int or float), by the
-    kernels' field numbers, for pipelines of 1 to 40 stages and 0 to 200 advances."""
-    assert kernels.PATH_TABLE_FIELDS == pipeline._PathTables._fields
+    declared field numbers (tables.PATH_TABLE), for pipelines of 1 to 40 stages and 0 to 200 advances."""
+    assert tables.PATH_TABLE.names == pipeline._PathTables._fields
     for num_stages, n in [(1, 0), (1, 5), (2, 3), (5, 1), (8, 31), (16, 63), (40, 200), (13, 7)]:
-        tables = pipeline.path_tables(num_stages, n)
+        path = pipeline.path_tables(num_stages, n)
         tab_i, tab_f = pipeline.packed_path_tables(num_stages, n)
         assert not tab_i.flags.writeable and not tab_f.flags.writeable
-        for field, name in enumerate(kernels.PATH_TABLE_FIELDS):
-            want = getattr(tables, name)
-            got = kernels.tab_part(tab_i, tab_f if want.dtype.kind == "f" else tab_i, field)
+        for field, name in enumerate(tables.PATH_TABLE.names):
+            want = getattr(path, name)
+            got = pipeline.tab_part(tab_i, tab_f if want.dtype.kind == "f" else tab_i, field)
             assert got.dtype == want.dtype and np.array_equal(got, want), (num_stages, n, name)
 
 
@@ -338,48 +345,49 @@ def test_find_layout_walks_past_hash_collisions():
     """A placement whose hash slot another placement holds is stored at the next slot and found there, as
     itself; the placement at the slot is not mistaken for it. The search wraps around the index's end."""
     table = LayoutTable()
-    parts = pipeline.model_parts(np.ones(2), 2 * np.ones(2), np.ones(1), np.zeros(1), 4)
+    parts = reference.model_parts(np.ones(2), 2 * np.ones(2), np.ones(1), np.zeros(1), 4)
     a_regions, a_stages = np.array([0, 1]), np.array([1, 1])
     wrap = table.index.size - 1
-    slot_a = kernels.layout_key(0, a_regions, a_stages, 2) & wrap
+    slot_a = layout_key(0, a_regions, a_stages, 2) & wrap
     # Another placement sits at a's slot, as if its hash had collided with a's.
-    other = table.store(parts, 0, np.array([1, 0]), np.array([1, 1]), (0.0, 0.0, 0.0), slot=slot_a)
+    other = reference.store_parts(table, parts, 0, np.array([1, 0]), np.array([1, 1]), (0.0, 0.0, 0.0), slot=slot_a)
     next_a = (slot_a + 1) & wrap
-    assert kernels.find_layout(table.index, table.layout_i, table.places, 0, a_regions, a_stages, 2) == (-1, next_a)
-    a = table.store(parts, 0, a_regions, a_stages, (0.0, 0.0, 0.0))
+    assert find_layout(table.index, table.layout_i, table.places, 0, a_regions, a_stages, 2) == (-1, next_a)
+    a = reference.store_parts(table, parts, 0, a_regions, a_stages, (0.0, 0.0, 0.0))
     assert table.index[slot_a] == other and table.index[next_a] == a != other
-    assert kernels.find_layout(table.index, table.layout_i, table.places, 0, a_regions, a_stages, 2) == (a, next_a)
-    assert kernels.find_layout(table.index, table.layout_i, table.places, 1, a_regions, a_stages, 2)[0] == -1
+    assert find_layout(table.index, table.layout_i, table.places, 0, a_regions, a_stages, 2) == (a, next_a)
+    assert find_layout(table.index, table.layout_i, table.places, 1, a_regions, a_stages, 2)[0] == -1
     # At the last slot, the next is the first.
     table.clear()
-    other = table.store(parts, 0, np.array([1, 0]), np.array([1, 1]), (0.0, 0.0, 0.0), slot=wrap)
-    assert kernels.index_layout(table.index, wrap, 5) == 0 and table.index[0] == 5
+    other = reference.store_parts(table, parts, 0, np.array([1, 0]), np.array([1, 1]), (0.0, 0.0, 0.0), slot=wrap)
+    assert index_layout(table.index, wrap, 5) == 0 and table.index[0] == 5
 
 
 def test_layout_index_grows_with_the_table():
     """Past its first rows the table doubles them and rebuilds its index, twice their number of slots: every
     layout stored before and after is found where it was, and fewer than half the slots are ever taken."""
     table = LayoutTable()
-    parts = pipeline.model_parts(np.ones(1), 2 * np.ones(1), np.zeros(0), np.zeros(0), 4)
+    parts = reference.model_parts(np.ones(1), 2 * np.ones(1), np.zeros(0), np.zeros(0), 4)
     sizes = set()
     for lay in range(100):
-        assert table.store(parts, lay, np.array([lay % 7]), np.array([1 + lay // 7]), (0.0, 0.0, 0.0)) == lay
-        assert np.count_nonzero(table.index != kernels.EMPTY_SLOT) == lay + 1 <= table.index.size // 2
+        stored = reference.store_parts(table, parts, lay, np.array([lay % 7]), np.array([1 + lay // 7]), (0.0, 0.0, 0.0))
+        assert stored == lay
+        assert np.count_nonzero(table.index != EMPTY_SLOT) == lay + 1 <= table.index.size // 2
         sizes.add(table.index.size)
     assert sizes == {32, 64, 128, 256}
     for lay in range(100):
-        got = kernels.find_layout(table.index, table.layout_i, table.places, lay, np.array([lay % 7]),
-                                  np.array([1 + lay // 7]), 1)[0]
+        got = find_layout(table.index, table.layout_i, table.places, lay, np.array([lay % 7]), np.array([1 + lay // 7]),
+                          1)[0]
         assert got == lay
 
 
 def test_layout_table_pickles_empty():
     """The table is a cache: a pickled copy starts empty and works."""
     table = LayoutTable()
-    parts = pipeline.model_parts(np.ones(1), 2 * np.ones(1), np.zeros(0), np.zeros(0), 4)
-    table.store(parts, 0, np.array([0]), np.array([1]), (0.0, 0.0, 0.0))
+    parts = reference.model_parts(np.ones(1), 2 * np.ones(1), np.zeros(0), np.zeros(0), 4)
+    reference.store_parts(table, parts, 0, np.array([0]), np.array([1]), (0.0, 0.0, 0.0))
     clone = pickle.loads(pickle.dumps(table))
-    assert table.num_layouts == 1 and clone.num_layouts == 0 and (clone.index == kernels.EMPTY_SLOT).all()
+    assert table.num_layouts == 1 and clone.num_layouts == 0 and (clone.index == EMPTY_SLOT).all()
 
 
 def test_pairwise_sum_equals_numpy_sum():
@@ -388,7 +396,7 @@ def test_pairwise_sum_equals_numpy_sum():
     for count in [*range(1, 40), 64, 127, 128, 129, 200, 300]:
         for _ in range(20):
             values = rng.normal(size=count) * 10.0 ** rng.uniform(-6, 6, count)
-            assert kernels.pairwise_sum(values, count) == values.sum()
+            assert pairwise_sum(values, count) == values.sum()
 
 
 def test_prefix_sums_equal_numpy_cumsum():
@@ -413,7 +421,7 @@ def test_add_rows_equals_a_python_loop():
     for r in rows:
         want += table[r]
     got = np.zeros(9)
-    kernels.add_rows(table, rows, got)
+    sim_kernels.add_rows(table, rows, got)
     assert np.array_equal(got, want)
 
 
@@ -424,7 +432,7 @@ def test_region_power_and_stale_jobs_equal_their_numpy_forms():
     power_w = rng.uniform(0.0, 5e5, (30, 11))
     running = rng.permutation(30)[:12].astype(np.int64)
     total, kw = np.zeros(11), np.empty(11)
-    got = kernels.region_power(power_w, running, total, kw)
+    got = sim_kernels.region_power(power_w, running, total, kw)
     want = np.zeros(11)
     for r in running:
         want += power_w[r]
@@ -434,7 +442,7 @@ def test_region_power_and_stale_jobs_equal_their_numpy_forms():
     version = np.zeros(30, dtype=np.int64)
     version[running[4]] = -1
     out = np.zeros(30, dtype=np.int64)
-    count = kernels.stale_jobs(running, rates, timed, version, 0, out)
+    count = sim_kernels.stale_jobs(running, rates, timed, version, 0, out)
     want_ids = [j for j in running if rates[j] != timed[j] or version[j] != 0]
     assert out[:count].tolist() == want_ids and running[4] in want_ids
 
@@ -470,22 +478,22 @@ def test_reallocate_equals_its_three_kernels(stale):
     power_w = rng.uniform(0.0, 5e5, (num_jobs, num_regions))
 
     def run(fused: bool):
-        job_f = np.zeros((kernels.NUM_JOB_FLOATS, num_jobs))
-        job_i = np.zeros((kernels.NUM_JOB_INTS, num_jobs), dtype=np.int64)
-        rates, out, timed_capacity = job_f[kernels.JF_RATE], job_i[kernels.JI_STALE], job_i[kernels.JI_TIMED_CAPACITY]
-        job_f[kernels.JF_DEMAND], job_f[kernels.JF_TIMED_RATE], job_i[kernels.JI_NUM_LINKS] = demand, rates_timed, num_links
+        job_f = np.zeros((tables.NUM_JOB_FLOATS, num_jobs))
+        job_i = np.zeros((tables.NUM_JOB_INTS, num_jobs), dtype=np.int64)
+        rates, out, timed_capacity = job_f[tables.JF_RATE], job_i[tables.JI_STALE], job_i[tables.JI_TIMED_CAPACITY]
+        job_f[tables.JF_DEMAND], job_f[tables.JF_TIMED_RATE], job_i[tables.JI_NUM_LINKS] = demand, rates_timed, num_links
         load = np.zeros(num_regions * num_regions)
         total, kw = np.zeros(num_regions), np.zeros(num_regions)
         if stale:
             timed_capacity[running[3]] = -1
         if fused:
-            peak, count, total_w = kernels.reallocate(running, job_f, job_i, job_links,
-                                                      capacity.reshape(num_regions, num_regions), load, 0.5, 0,
-                                                      power_w, total, kw)
+            peak, count, total_w = sim_kernels.reallocate(running, job_f, job_i, job_links,
+                                                          capacity.reshape(num_regions, num_regions), load, 0.5, 0,
+                                                          power_w, total, kw)
         else:
-            peak = kernels.max_min_rates(running, demand, job_links, num_links, capacity, rates, load, 0.5)
-            count = kernels.stale_jobs(running, rates, rates_timed, timed_capacity, 0, out)
-            total_w = kernels.region_power(power_w, running, total, kw) if count == 0 else 0.0
+            peak = network.max_min_rates(running, demand, job_links, num_links, capacity, rates, load, 0.5)
+            count = sim_kernels.stale_jobs(running, rates, rates_timed, timed_capacity, 0, out)
+            total_w = sim_kernels.region_power(power_w, running, total, kw) if count == 0 else 0.0
         return peak, count, total_w, rates, load, out[:count].copy(), total, kw
 
     rates_timed = np.zeros(num_jobs)

@@ -51,7 +51,9 @@ def test_unknown_revision_and_repeated_revision_are_one_line_errors(tmp_path, ca
 
 
 def test_kernel_share_clocks_the_kernels_and_restores_them(capsys):
-    before = {name: getattr(kernel_share.kernels, name) for name in ("reallocate", "advance_to_event")}
+    from geopipe_env import sim_kernels
+
+    before = {name: getattr(sim_kernels, name) for name in ("reallocate", "advance_to_event")}
     assert kernel_share.main(["--decisions", "200", "--warmup", "50"]) == 0
     out = capsys.readouterr().out
     rows = {line.split()[0]: line.split() for line in out.splitlines()[2:-1]}
@@ -59,4 +61,4 @@ def test_kernel_share_clocks_the_kernels_and_restores_them(capsys):
     assert 0.9 <= float(rows["_encode_compiled"][2]) <= 1.1  # about one observation per decision
     share = int(out.splitlines()[-1].split(", ")[1].split("%")[0])
     assert 0 < share < 100
-    assert all(getattr(kernel_share.kernels, name) is kernel for name, kernel in before.items())
+    assert all(getattr(sim_kernels, name) is kernel for name, kernel in before.items())

@@ -232,7 +232,7 @@ def test_envs_of_one_process_share_layouts_and_change_nothing(monkeypatch):
     seeds = [21, 22, 23]
     envs = [gym.make("GeoPipe-v0").unwrapped for _ in seeds]
     together = _interleaved(envs, seeds)
-    assert envs[0]._table.layouts is envs[1]._table.layouts is envs[2]._table.layouts
+    assert envs[0]._backend.layouts is envs[1]._backend.layouts is envs[2]._backend.layouts
     alone = []
     for s in seeds:
         layout_table.forget_shared_tables()

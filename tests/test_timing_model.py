@@ -1,5 +1,6 @@
-"""The fast timing paths equal the reference ones: ``pipeline.IterationModel`` vs ``pipeline.iteration_time``, the
-pruned 1F1B path family vs the full one, and the simulator's shared iteration-time cache vs no cache."""
+"""The timing paths equal their specification (``geopipe_env.reference``): the compiled analytic model vs the
+reference's, the reference's own fast model vs its full path family, the pruned 1F1B path family vs the full one,
+and the simulator's shared iteration-time cache vs no cache."""
 
 from __future__ import annotations
 
@@ -10,9 +11,8 @@ import numpy as np
 import pytest
 
 import geopipe_env  # noqa: F401
-from geopipe_env import simulator
+from geopipe_env import reference, simulator
 from geopipe_env.physics import pipeline
-from geopipe_env.physics.network import max_min_fair
 from geopipe_env.physics.pipeline import SCHEDULES
 from geopipe_env.simulator import Placement
 from geopipe_env.units import transfer_time_s
@@ -52,13 +52,17 @@ def test_iteration_model_equals_iteration_time(schedule):
     rng = np.random.default_rng(0)
     for _ in range(300):
         forward, backward, transfer, latency, m = random_layout(rng)
-        model = pipeline.IterationModel(forward, backward, transfer, latency, m, schedule)
+        model = reference.IterationModel(forward, backward, transfer, latency, m, schedule)
         for cadence in (0.0, *rng.uniform(0.0, 3.0, 4)):
-            want = pipeline.iteration_time(forward, backward, transfer, latency, m, schedule, cadence).total_s
+            want = reference.iteration_time(forward, backward, transfer, latency, m, schedule, cadence)
             got = model.total_s(cadence)
-            assert got == pytest.approx(want, rel=REL)
+            assert got == pytest.approx(want.total_s, rel=REL)
             if schedule == pipeline.GPIPE or not identical_stages_and_hops(forward, backward, transfer, latency):
-                assert got == want
+                assert got == want.total_s
+            # The compiled model, as the simulator and the docs' figures use it: the fast model's value, split alike.
+            compiled = pipeline.iteration_time(forward, backward, transfer, latency, m, schedule, cadence)
+            assert compiled.total_s == got
+            assert compiled[1:] == pytest.approx(want[1:], rel=REL, abs=1e-12)
 
 
 def test_uniform_closed_form_on_floats_equals_the_vectorised_one():
@@ -71,8 +75,10 @@ def test_uniform_closed_form_on_floats_equals_the_vectorised_one():
         for schedule in SCHEDULES:
             vectorised = pipeline.uniform_iteration_time_s(np.full(stages.size, f), stages, x, lat, m, schedule, cadence)
             for s, want in zip(stages, vectorised):
-                got = pipeline._uniform_total_s(f, float(s), x, lat, m, schedule, cadence, max, np.floor, np.ceil)
+                got = reference._uniform_total_s(f, float(s), x, lat, m, schedule, cadence, max, np.floor, np.ceil)
                 assert got == want
+            spec = reference.uniform_total_s(np.full(stages.size, f), stages, x, lat, m, schedule, cadence)
+            assert np.array_equal(spec, vectorised)
 
 
 def test_pruned_segment_paths_never_change_the_longest_path(monkeypatch):
@@ -83,7 +89,7 @@ def test_pruned_segment_paths_never_change_the_longest_path(monkeypatch):
 
     def times() -> list[float]:
         pipeline.path_tables.cache_clear()
-        return [pipeline.iteration_time(*case, pipeline.ONE_F_ONE_B, c).total_s for case, c in zip(cases, cadences)]
+        return [reference.iteration_time(*case, pipeline.ONE_F_ONE_B, c).total_s for case, c in zip(cases, cadences)]
 
     pruned, pruned_size = times(), pipeline.path_tables(42, 31).segment.size
     monkeypatch.setattr(pipeline, "_dominant_segment_paths", lambda copies, *_: list(range(len(copies))))
@@ -98,7 +104,7 @@ def test_max_min_fair_gives_the_demands_when_everything_fits():
         usage = (rng.random((6, 4)) < 0.4).astype(float)
         demand = rng.uniform(0.1, 5.0, 6)
         capacity = usage.T @ demand * rng.uniform(1.0, 2.0, 4) + 1e-9
-        assert np.array_equal(max_min_fair(demand, usage, capacity), demand)
+        assert np.array_equal(reference.max_min_fair(demand, usage, capacity), demand)
 
 
 def play(seed: int, steps: int = 120) -> list[tuple]:

@@ -3,58 +3,134 @@
 Each running job is one commodity: it needs the same rate on every cross-region hop it uses, up to its demand
 (the rate at which its slowest stage produces messages). Rates are max-min fair over all directed links at once:
 raise every unfrozen job's rate together; freeze a job when it reaches its demand or when a link it uses
-saturates. A job that ends below its demand is *stalled*.
+saturates. A job that ends below its demand is *stalled*. Both are compiled (:data:`~geopipe_env.compiled.jit`):
+the simulator calls them from Python and from its compiled reallocation alike. ``geopipe_env.reference`` holds
+the same filling written with numpy arrays, the specification the tests hold this to.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-REL_EPS = 1e-12
+from geopipe_env.compiled import jit
+
+STALL_TOLERANCE = 1e-9  # a rate this far (relative) below the demand is still the demand: rounding, not a stall
+FILL_TOLERANCE = 1e-12  # progressive filling: a link with this much (relative to the largest) left is saturated
 
 
-def max_min_fair(demand_gbps: np.ndarray, usage: np.ndarray, capacity_gbps: np.ndarray) -> np.ndarray:
-    """Progressive-filling max-min fair rates.
-
-    Args:
-        demand_gbps: (J,) each job's rate cap (its no-stall demand per hop).
-        usage: (J, L) how many of job j's hops use link l (0 if none).
-        capacity_gbps: (L,) link capacities, all > 0.
-
-    Returns:
-        (J,) rates with ``usage.T @ rates <= capacity`` and ``rates <= demand``. A job that uses no link
-        gets its full demand.
-    """
-    demand = np.asarray(demand_gbps, dtype=float)
-    usage = np.asarray(usage, dtype=float)
-    if demand.size == 0:
-        return np.zeros(0)
-    # Common case: every link can carry the full demands of the jobs on it. Filling then raises each job
-    # until it reaches its demand and no link saturates first, so the result is the demands themselves (the
-    # filling loop's running sums of steps can land an ulp off them; the demands are the exact answer).
-    if (usage.T @ demand <= capacity_gbps).all():
-        return demand.copy()
-    rates = np.zeros(demand.shape)
-    uses_links = usage.sum(axis=1) > 0
-    rates[~uses_links] = demand[~uses_links]
-    active = uses_links & (demand > 0)
-    remaining = np.asarray(capacity_gbps, dtype=float).copy()
-    tol = REL_EPS * max(float(remaining.max(initial=0.0)), 1.0)
-    while active.any():
-        load = usage[active].sum(axis=0)  # (L,) hops of unfrozen jobs on each link
-        on = load > 0
-        link_step = (remaining[on] / load[on]).min() if on.any() else np.inf
-        job_step = (demand[active] - rates[active]).min()
-        step = max(min(link_step, job_step), 0.0)
-        rates[active] += step
-        remaining -= step * load
-        saturated = remaining <= tol
-        hits_link = (usage[:, saturated] > 0).any(axis=1)
-        done = rates >= demand - tol
-        active &= ~(hits_link | done)
-    return np.minimum(rates, demand)
-
-
+@jit
 def is_stalled(rate_gbps: float, demand_gbps: float) -> bool:
     """A job is stalled when its allocated rate is below its no-stall demand (with a relative tolerance)."""
-    return rate_gbps < demand_gbps * (1.0 - 1e-9)
+    return rate_gbps < demand_gbps * (1.0 - STALL_TOLERANCE)
+
+
+@jit
+def max_min_rates(
+    running: np.ndarray,
+    demand_gbps: np.ndarray,
+    job_links: np.ndarray,
+    job_num_links: np.ndarray,
+    capacity_gbps: np.ndarray,
+    rates: np.ndarray,
+    link_load_gbps: np.ndarray,
+    max_utilization: float,
+) -> float:
+    """Max-min fair rates of the running jobs (ids ``running``) and the load they put on each directed link:
+    ``reference.max_min_fair`` (progressive filling, with its shortcut when every link carries its jobs' demands)
+    over the links in use.
+
+    Args:
+        demand_gbps (J,): each job's demand per hop. job_links (J, L), job_num_links (J,): each job's directed WAN
+            links as flat indices into (R, R), and how many. capacity_gbps (R·R,): link capacities.
+        rates (J,), link_load_gbps (R·R,): written, each running job's rate and each link's load (zero if unused).
+        max_utilization: the largest load ÷ capacity seen so far.
+
+    Returns:
+        The largest load ÷ capacity, this allocation's included.
+    """
+    num_jobs = running.shape[0]
+    # The links in use, in first-use order, and each job's use of them.
+    column = np.full(capacity_gbps.shape[0], -1, dtype=np.int64)
+    links = np.empty(capacity_gbps.shape[0], dtype=np.int64)
+    num_used = 0
+    for i in range(num_jobs):
+        j = running[i]
+        for k in range(job_num_links[j]):
+            link = job_links[j, k]
+            if column[link] < 0:
+                column[link] = num_used
+                links[num_used] = link
+                num_used += 1
+    link_load_gbps[:] = 0.0
+    for i in range(num_jobs):
+        rates[running[i]] = demand_gbps[running[i]]
+    if num_used == 0:
+        return max_utilization
+    usage = np.zeros((num_jobs, num_used))
+    for i in range(num_jobs):
+        j = running[i]
+        for k in range(job_num_links[j]):
+            usage[i, column[job_links[j, k]]] = 1.0
+    capacity = np.empty(num_used)
+    for c in range(num_used):
+        capacity[c] = capacity_gbps[links[c]]
+    demand = np.empty(num_jobs)
+    for i in range(num_jobs):
+        demand[i] = demand_gbps[running[i]]
+    fits = True
+    for c in range(num_used):
+        carried = 0.0
+        for i in range(num_jobs):
+            carried += usage[i, c] * demand[i]
+        fits = fits and carried <= capacity[c]
+    got = demand.copy()
+    if not fits:
+        got[:] = 0.0
+        active = np.zeros(num_jobs, dtype=np.bool_)
+        for i in range(num_jobs):
+            uses = usage[i].sum() > 0
+            if not uses:
+                got[i] = demand[i]
+            active[i] = uses and demand[i] > 0
+        remaining = capacity.copy()
+        tol = FILL_TOLERANCE * max(remaining.max(), 1.0)
+        load = np.empty(num_used)
+        while active.any():
+            for c in range(num_used):
+                load[c] = 0.0
+                for i in range(num_jobs):
+                    if active[i]:
+                        load[c] += usage[i, c]
+            link_step = np.inf
+            for c in range(num_used):
+                if load[c] > 0:
+                    link_step = min(link_step, remaining[c] / load[c])
+            job_step = np.inf
+            for i in range(num_jobs):
+                if active[i]:
+                    job_step = min(job_step, demand[i] - got[i])
+            step = max(min(link_step, job_step), 0.0)
+            for i in range(num_jobs):
+                if active[i]:
+                    got[i] += step
+            for c in range(num_used):
+                remaining[c] -= step * load[c]
+            for i in range(num_jobs):
+                hits_link = False
+                for c in range(num_used):
+                    if remaining[c] <= tol and usage[i, c] > 0:
+                        hits_link = True
+                done = got[i] >= demand[i] - tol
+                if hits_link or done:
+                    active[i] = False
+        for i in range(num_jobs):
+            got[i] = min(got[i], demand[i])
+    for i in range(num_jobs):
+        rates[running[i]] = got[i]
+    for c in range(num_used):
+        load_c = 0.0
+        for i in range(num_jobs):
+            load_c += usage[i, c] * got[i]
+        link_load_gbps[links[c]] = load_c
+        max_utilization = max(max_utilization, load_c / capacity[c])
+    return max_utilization

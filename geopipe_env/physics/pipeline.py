@@ -42,19 +42,31 @@ resource; a hop's latency is a pure delay. With per-stage ``f_i, b_i`` and per-h
   short when the critical path mixes several kinds of step. The exact schedule-table simulation in
   :mod:`geopipe_env.physics.schedule` is the reference; docs/physics.md gives the measured
   errors.
+
+The model is computed by compiled functions (:data:`~geopipe_env.compiled.jit`) that Python calls too:
+:func:`model_total_s` times a pipeline at a cadence floor, :func:`model_scalars`, :func:`fixed_paths` and
+:func:`fold_paths` take it apart for the layout table (:mod:`geopipe_env.layout_table`), whose rows
+:func:`iteration_total_s` evaluates. :mod:`geopipe_env.reference` writes the same path family with numpy arrays: the
+specification the tests hold these to.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
 
-from geopipe_env.physics import kernels
-from geopipe_env.units import BF16_BYTES, BITS_PER_BYTE, BITS_PER_GBIT, BYTES_PER_GB, FLOPS_PER_TFLOP
+from geopipe_env.compiled import jit, pairwise_sum
+from geopipe_env.tables import (
+    LF_BASE, LF_CONSTANT, LF_LAST_STAGE, LF_MAX_B, LF_MAX_F, LF_MAX_X, LF_UNI_F, LF_UNI_LAT, LF_UNI_S, LF_UNI_X,
+    LI_ARRAYS, LI_KIND, LI_M, LI_SEGMENTS, LI_TAILS, NUM_LAYOUT_FLOATS, NUM_LAYOUT_INTS, PATH_TABLE, TAB_ADVANCES,
+    TAB_COOL_STEPS, TAB_COPIES, TAB_FIRST_REACH, TAB_FULL_LOOPS, TAB_HELD, TAB_PART_LOOP, TAB_POST_WIDTH, TAB_PRE,
+    TAB_PRE_LOOP, TAB_RUN_REACH, TAB_SEGMENT, TAB_TAIL_COPIES, TAB_TAIL_REST, TAB_TAIL_WIDTH, TAB_TURN_CYCLES,
+    TAB_TURN_HELD, TAB_TURN_HOP_REACH, TAB_TURN_REACH, TAB_TURN_SEGMENT, TAB_TURN_STAGE, TAB_TURN_STEPS,
+)
+from geopipe_env.units import BF16_BYTES, BITS_PER_BYTE, BITS_PER_GBIT, BYTES_PER_GB, FLOPS_PER_TFLOP, rate_gbps, transfer_time_s
 
 GPIPE = "gpipe"
 ONE_F_ONE_B = "1f1b"
@@ -151,6 +163,8 @@ def min_feasible_stages(
     return int(stage_counts[fitting[0]]) if fitting.size else None
 
 
+
+
 class _PathTables(NamedTuple):
     """Index bookkeeping of the 1F1B path family for one ``(S, n)``. It holds no times, so it is memoised.
 
@@ -159,7 +173,7 @@ class _PathTables(NamedTuple):
     loops or single steps. Segment paths (B): ``pre`` advances, ``copies`` of segment ``[first, last]``, then
     ``cool_steps`` cool-down steps or one tail loop of width ``post_width``. Turn paths (C): per turn stage d, and
     per pair (h, d) with cycles over ``[h, d]``; ``*_reach`` are the deepest stages whose ops can supply a run of
-    steps. Indices into the per-layout arrays of :func:`_fixed_paths` are stored ready to use.
+    steps. Indices into the per-layout arrays of :func:`fixed_paths` are stored ready to use.
     """
 
     tail_width: np.ndarray  # (A,) int: S − the first stage of the tail loops
@@ -285,8 +299,8 @@ def path_tables(num_stages: int, n: int) -> _PathTables:
 
 @functools.lru_cache(maxsize=128)
 def packed_path_tables(num_stages: int, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`path_tables` as compiled code takes them (``kernels.tab_part`` reads a field): ``(ints, floats)``,
-    read-only. ``ints`` starts with each field's start and length, in ``kernels.PATH_TABLE_FIELDS`` order (the
+    """:func:`path_tables` as compiled code takes them (:func:`tab_part` reads a field): ``(ints, floats)``,
+    read-only. ``ints`` starts with each field's start and length, in ``tables.PATH_TABLE`` order (the
     fields' own order), the int fields' values follow; ``floats`` holds the float fields' values."""
     tables = path_tables(num_stages, n)
     header, ints, floats = [], [], []
@@ -307,126 +321,315 @@ def packed_path_tables(num_stages: int, n: int) -> tuple[np.ndarray, np.ndarray]
     return packed_i, packed_f
 
 
-class _FixedPaths(NamedTuple):
-    """The parts of one layout's 1F1B path family that do not depend on the time of a single step.
 
-    A step (one advance at the last stage or on the bottleneck link) takes ``max(f+b of the last stage,
-    link_step_s)``; it enters only the loop paths' fill and the segment paths' pre steps (:func:`_longest_s`).
-    """
-
-    tables: _PathTables
-    last_stage_s: float  # f + b of the last stage: the least a step takes
-    tail_s: np.ndarray  # (A,) the tail loops of each loop path
-    loops_only_s: np.ndarray  # (n+1,) r advances filled by tail loops only (width S, then one narrower)
-    segments_s: np.ndarray  # (B,) the copies of each segment path's segment
-    pre_loop_s: np.ndarray  # (B,) a tail loop in place of the pre steps (−inf where none may start)
-    post_s: np.ndarray  # (B,) what follows the copies: the cool-down or a tail loop
-    other_s: float  # the longest turn path (C) or stage op chain
+# How a pipeline's model evaluates (a layout's ``LI_KIND``).
+MODEL_GPIPE, MODEL_UNIFORM, MODEL_ROUND_TRIP, MODEL_PATHS = range(4)
 
 
-def _fixed_paths(
-    forward_s: np.ndarray,
-    backward_s: np.ndarray,
-    stage_s: np.ndarray,
-    hop_transfer_s: np.ndarray,
-    hop_latency_s: np.ndarray,
-    n: int,
-) -> _FixedPaths:
-    """Compute :class:`_FixedPaths` for ``n = M − 1 ≥ 1`` advances (``stage_s = forward_s + backward_s``)."""
-    num_stages = stage_s.shape[0]
-    tab = path_tables(num_stages, n)
-    before = np.zeros(num_stages)  # (S,) Σ_{p<q}(t_p + 2y_p)
-    np.add.accumulate(stage_s[:-1] + 2.0 * (hop_transfer_s + hop_latency_s), out=before[1:])  # cumsum
-    through = before + stage_s  # (S,) Σ_{p≤q} t_p + 2Σ_{p<q} y_p
-    segment_s = (through - before[:, None]).ravel()  # (S·S,) [first, last]; junk below the diagonal
-    # (S+2,) tail loop by width (from stage S−width); 0 for width 0, and −inf at S+1 for "no loop allowed".
+@jit
+def tab_part(tab_i: np.ndarray, values: np.ndarray, field: int) -> np.ndarray:
+    """Field ``field`` (``TAB_*``) of packed path tables: a view of ``values``, which is ``tab_i`` for an int field
+    and ``tab_f`` for a float one."""
+    start = tab_i[2 * field]
+    return values[start:start + tab_i[2 * field + 1]]
+
+
+@jit
+def uniform_total_s(f: float, s: float, hop_transfer_s: float, hop_latency_s: float, m: int, gpipe: bool,
+                    min_cadence_s: float) -> float:
+    """Iteration time of ``s`` identical stages (forward ``f``, backward ``2f``) and hops (transfer
+    ``hop_transfer_s``, latency ``hop_latency_s``) under GPipe or 1F1B at a cadence floor: the closed form of
+    :func:`uniform_iteration_time_s`."""
+    b = BACKWARD_TO_FORWARD * f
+    several = 1.0 if s > 1 else 0.0
+    x = max(hop_transfer_s * several, min_cadence_s)
+    y = (hop_transfer_s + hop_latency_s) * several
+    n = m - 1
+    t = f + b
+    if gpipe:
+        extra = n * (max(f, x) + max(b, x))
+    else:
+        step = max(t, x)  # one advance by the bottleneck stage or link
+        loops = n * (t + 2.0 * y) - 2.0 * y * np.ceil(n / s)  # fewest tail loops, widest first
+        full = np.floor(n / s)
+        mixed = full * (s * t + 2.0 * (s - 1.0) * y) + (n - full * s) * step
+        extra = max(max(loops, mixed), n * step)
+    return s * t + 2.0 * (s - 1.0) * y + extra
+
+
+@jit
+def uniform_totals(f: np.ndarray, s: np.ndarray, hop_transfer_s: float, hop_latency_s: float, m: int, gpipe: bool,
+                   min_cadence_s: float, out: np.ndarray) -> None:
+    """:func:`uniform_total_s` of each pair ``(f[i], s[i])`` into ``out[i]``."""
+    for i in range(out.shape[0]):
+        out[i] = uniform_total_s(f[i], s[i], hop_transfer_s, hop_latency_s, m, gpipe, min_cadence_s)
+
+
+@jit
+def model_scalars(forward, backward, transfer, hop_latency, m, gpipe, row):
+    """Which evaluation a pipeline's model takes (its kind, ``MODEL_*``, returned) and its scalars, written into a
+    layout table's ``row`` (LF_BASE … LF_UNI_LAT; see ``tables.LAYOUT_FLOATS``)."""
+    num_stages = forward.shape[0]
+    hops = num_stages - 1
+    stage_s = forward + backward
+    row[LF_BASE] = pairwise_sum(stage_s, num_stages) + 2.0 * (
+        pairwise_sum(transfer, hops) + pairwise_sum(hop_latency, hops)
+    )
+    max_x = row[LF_MAX_X] = transfer.max() if hops else 0.0
+    if gpipe:
+        row[LF_MAX_F], row[LF_MAX_B] = forward.max(), backward.max()
+        return MODEL_GPIPE
+    if m <= 1:
+        return MODEL_ROUND_TRIP
+    f = forward[0]
+    lat = hop_latency[0] if hops else 0.0
+    for i in range(num_stages):
+        if forward[i] != f or backward[i] != BACKWARD_TO_FORWARD * f:
+            return MODEL_PATHS
+    for i in range(hops):
+        if transfer[i] != max_x or hop_latency[i] != lat:
+            return MODEL_PATHS
+    row[LF_UNI_F], row[LF_UNI_S], row[LF_UNI_X], row[LF_UNI_LAT] = f, float(num_stages), max_x, lat
+    return MODEL_UNIFORM
+
+
+@jit
+def fixed_paths(forward_s, backward_s, hop_transfer_s, hop_latency_s, n, run_reach, held, turn_stage, turn_reach,
+                turn_hop_reach, turn_held, turn_cycles, turn_segment, turn_steps, tail_copies, tail_width, full_loops,
+                part_loop, copies, segment, pre_loop, post_width, cool_steps, first_reach):
+    """The parts of a layout's 1F1B path family that do not depend on the time of one step, for ``n = M − 1 ≥ 1``
+    advances (``reference.fixed_paths`` with numpy arrays), from the path tables of :func:`path_tables`
+    (passed as their arrays, by field name): ``(last_stage_s, other_s, tail_s, loops_only_s, segments_s,
+    pre_loop_s, post_s)``, operation for operation."""
+    num_stages = forward_s.shape[0]
+    stage_s = forward_s + backward_s
+    before = np.zeros(num_stages)
+    for q in range(1, num_stages):
+        before[q] = before[q - 1] + (stage_s[q - 1] + 2.0 * (hop_transfer_s[q - 1] + hop_latency_s[q - 1]))
+    through = before + stage_s
+    segment_s = np.empty(num_stages * num_stages)
+    for i in range(num_stages):
+        for j in range(num_stages):
+            segment_s[i * num_stages + j] = through[j] - before[i]
     loop_s = np.empty(num_stages + 2)
     loop_s[0], loop_s[-1] = 0.0, -np.inf
-    np.subtract(through[-1], before[::-1], out=loop_s[1:-1])
+    for k in range(num_stages):
+        loop_s[1 + k] = through[num_stages - 1] - before[num_stages - 1 - k]
+    slowest_f = np.zeros(num_stages + 1)
+    slowest_b = np.zeros(num_stages + 1)
+    slowest_x = np.zeros(num_stages)
+    for q in range(num_stages):
+        slowest_f[q + 1] = forward_s[q] if q == 0 else max(slowest_f[q], forward_s[q])
+        slowest_b[q + 1] = backward_s[q] if q == 0 else max(slowest_b[q], backward_s[q])
+    for q in range(num_stages - 1):
+        slowest_x[q + 1] = hop_transfer_s[q] if q == 0 else max(slowest_x[q], hop_transfer_s[q])
+    last = through[num_stages - 1]
+    other = -np.inf
+    for d in range(num_stages):
+        any_f = max(slowest_f[d + 1], slowest_x[d])
+        any_b = max(slowest_b[d + 1], slowest_x[d])
+        run_f = max(slowest_f[run_reach[d]], slowest_x[d])
+        run_b = max(slowest_b[run_reach[d]], slowest_x[d])
+        bursts = max(n * run_f + held[d] * any_b, held[d] * any_f + n * run_b)
+        other = max(other, through[d] + bursts)
+    other -= last
+    if turn_stage.shape[0]:
+        cycled_max = -np.inf
+        for c in range(turn_stage.shape[0]):
+            d = turn_stage[c]
+            back_s = max(slowest_b[turn_reach[c]], slowest_x[turn_hop_reach[c]])
+            down_s = turn_held[c] * max(slowest_f[d + 1], slowest_x[d])
+            cycled = through[d] + down_s + turn_cycles[c] * segment_s[turn_segment[c]]
+            cycled_max = max(cycled_max, cycled + turn_steps[c] * back_s)
+        other = max(other, cycled_max - last)
+    chain = -np.inf
+    for q in range(num_stages):
+        chain = max(chain, before[q] + (n + 1) * stage_s[q])
+    other = max(other, chain - last)
+    tail_s = np.empty(tail_copies.shape[0])
+    for a in range(tail_s.shape[0]):
+        tail_s[a] = tail_copies[a] * loop_s[tail_width[a]]
+    loops_only_s = np.empty(full_loops.shape[0])
+    for r in range(loops_only_s.shape[0]):
+        loops_only_s[r] = full_loops[r] * loop_s[num_stages] + loop_s[part_loop[r]]
+    num_segments = copies.shape[0]
+    segments_s = np.empty(num_segments)
+    pre_loop_s = np.empty(num_segments)
+    post_s = np.empty(num_segments)
+    for b in range(num_segments):
+        segments_s[b] = copies[b] * segment_s[segment[b]]
+        pre_loop_s[b] = loop_s[pre_loop[b]]
+        post_s[b] = loop_s[post_width[b]] + cool_steps[b] * slowest_b[first_reach[b]]
+    return stage_s[num_stages - 1], other, tail_s, loops_only_s, segments_s, pre_loop_s, post_s
 
-    # (C) Turns: micro-batches run down in a burst of steps (forwards of one stage, or messages queued on one
-    # hop) to a stage d that holds K = min(S−d, M) of them before its first backward, then come back up in a
-    # burst of backwards or queued gradients: n + K − 1 steps, the long burst on the slower side. Or the
-    # first K run down, cycles over [h, d] follow, and the last gradients come back up in a burst.
-    slowest_f = np.zeros(num_stages + 1)  # (S+1,) by 1 + deepest stage
-    np.maximum.accumulate(forward_s, out=slowest_f[1:])
-    slowest_b = np.zeros(num_stages + 1)  # (S+1,)
-    np.maximum.accumulate(backward_s, out=slowest_b[1:])
-    slowest_x = np.zeros(num_stages)  # (S,) by 1 + deepest hop; entry d: the hops above stage d
-    np.maximum.accumulate(hop_transfer_s, out=slowest_x[1:])
-    any_f = np.maximum(slowest_f[1:], slowest_x)
-    any_b = np.maximum(slowest_b[1:], slowest_x)
-    run_f = np.maximum(slowest_f[tab.run_reach], slowest_x)
-    run_b = np.maximum(slowest_b[tab.run_reach], slowest_x)
-    bursts = np.maximum(n * run_f + tab.held * any_b, tab.held * any_f + n * run_b)
-    other = float((through + bursts).max() - through[-1])
-    if tab.turn_stage.size:
-        back_s = np.maximum(slowest_b[tab.turn_reach], slowest_x[tab.turn_hop_reach])
-        down_s = tab.turn_held * any_f[tab.turn_stage]
-        cycled = through[tab.turn_stage] + down_s + tab.turn_cycles * segment_s[tab.turn_segment]
-        other = max(other, float((cycled + tab.turn_steps * back_s).max() - through[-1]))
-    # A stage's whole op chain after its prefix.
-    chain = float((before + (n + 1) * stage_s).max() - through[-1])
 
-    return _FixedPaths(
-        tables=tab,
-        last_stage_s=float(stage_s[-1]),
-        tail_s=tab.tail_copies * loop_s[tab.tail_width],
-        loops_only_s=tab.full_loops * loop_s[num_stages] + loop_s[tab.part_loop],
-        segments_s=tab.copies * segment_s[tab.segment],
-        pre_loop_s=loop_s[tab.pre_loop],
-        # The cool-down runs backwards of a stage at or above `first`.
-        post_s=loop_s[tab.post_width] + tab.cool_steps * slowest_b[tab.first_reach],
-        other_s=max(other, chain),
+@jit
+def packed_fixed_paths(forward, backward, transfer, hop_latency, m, tab_i, tab_f):
+    """:func:`fixed_paths` for ``n = m − 1`` advances, from the packed path tables ``tab_i``, ``tab_f``."""
+    return fixed_paths(
+        forward, backward, transfer, hop_latency, m - 1, tab_part(tab_i, tab_i, TAB_RUN_REACH),
+        tab_part(tab_i, tab_f, TAB_HELD), tab_part(tab_i, tab_i, TAB_TURN_STAGE), tab_part(tab_i, tab_i, TAB_TURN_REACH),
+        tab_part(tab_i, tab_i, TAB_TURN_HOP_REACH), tab_part(tab_i, tab_f, TAB_TURN_HELD),
+        tab_part(tab_i, tab_f, TAB_TURN_CYCLES), tab_part(tab_i, tab_i, TAB_TURN_SEGMENT),
+        tab_part(tab_i, tab_f, TAB_TURN_STEPS), tab_part(tab_i, tab_f, TAB_TAIL_COPIES),
+        tab_part(tab_i, tab_i, TAB_TAIL_WIDTH), tab_part(tab_i, tab_f, TAB_FULL_LOOPS),
+        tab_part(tab_i, tab_i, TAB_PART_LOOP), tab_part(tab_i, tab_f, TAB_COPIES), tab_part(tab_i, tab_i, TAB_SEGMENT),
+        tab_part(tab_i, tab_i, TAB_PRE_LOOP), tab_part(tab_i, tab_i, TAB_POST_WIDTH),
+        tab_part(tab_i, tab_f, TAB_COOL_STEPS), tab_part(tab_i, tab_i, TAB_FIRST_REACH),
     )
 
 
-def compiled_fixed_paths(
-    forward_s: np.ndarray, backward_s: np.ndarray, hop_transfer_s: np.ndarray, hop_latency_s: np.ndarray, n: int
-) -> _FixedPaths:
-    """:func:`_fixed_paths` (with ``stage_s = forward_s + backward_s``) by the compiled ``kernels.fixed_paths``,
-    which equals it array for array, bit for bit."""
-    tab = path_tables(forward_s.shape[0], n)
-    last_stage_s, other_s, tail_s, loops_only_s, segments_s, pre_loop_s, post_s = kernels.fixed_paths(
-        forward_s, backward_s, hop_transfer_s, hop_latency_s, n, tab.run_reach, tab.held, tab.turn_stage,
-        tab.turn_reach, tab.turn_hop_reach, tab.turn_held, tab.turn_cycles, tab.turn_segment, tab.turn_steps,
-        tab.tail_copies, tab.tail_width, tab.full_loops, tab.part_loop, tab.copies, tab.segment, tab.pre_loop,
-        tab.post_width, tab.cool_steps, tab.first_reach,
+@jit
+def fold_paths(tail_s, tail_rest, loops_only_s, other_s, segments_s, pre, pre_loop_s, post_s):
+    """``pipeline.ModelParts``' lines of a 1F1B path family (the arrays of ``pipeline._FixedPaths`` and its
+    tables): ``(constant_s, tail_slope, tail_intercept, segment_slope, segment_start, segment_end)``.
+
+    Rounding is monotone, so ``a + max(x, y) = max(a + x, a + y)`` and ``(a + max(x, y)) + c = max((a + x) + c,
+    (a + y) + c)`` in floating point too: each member of ``pipeline._longest_s``'s family splits into a part
+    without the step and a line in it. A line of one slope is dropped when another has an intercept (tails), or a
+    start and an end (segments), at least as large: it is never above that one. A zero slope adds ``0·step = 0``.
+    """
+    constant = other_s
+    best = np.full(loops_only_s.shape[0], -np.inf)  # the largest intercept per tail slope (steps after the loops)
+    for a in range(tail_s.shape[0]):
+        r = tail_rest[a]
+        constant = max(constant, tail_s[a] + loops_only_s[r])
+        if r == 0:
+            constant = max(constant, tail_s[a])
+        elif tail_s[a] > best[r]:
+            best[r] = tail_s[a]
+    num_tails = 0
+    for r in range(best.shape[0]):
+        if best[r] > -np.inf:
+            num_tails += 1
+    tail_slope = np.empty(num_tails)
+    tail_intercept = np.empty(num_tails)
+    i = 0
+    for r in range(best.shape[0]):
+        if best[r] > -np.inf:
+            tail_slope[i] = r
+            tail_intercept[i] = best[r]
+            i += 1
+    num = segments_s.shape[0]
+    most_pre = 0  # the largest slope: the pre steps, a whole number of steps
+    for b in range(num):
+        constant = max(constant, segments_s[b] + pre_loop_s[b] + post_s[b])
+        if pre[b] == 0.0:
+            constant = max(constant, segments_s[b] + post_s[b])
+        else:
+            most_pre = max(most_pre, int(pre[b]))
+    # Within each slope, lines in order of decreasing start (argsort's order among equal starts); one is kept when its
+    # end passes every end of a larger start of its slope.
+    keep = np.zeros(num, dtype=np.bool_)
+    highest_end = np.full(most_pre + 1, -np.inf)  # per slope, the largest end so far
+    by_start = np.argsort(-segments_s)
+    for k in range(num):
+        c = by_start[k]
+        if pre[c] == 0.0:
+            continue
+        slope = int(pre[c])
+        if post_s[c] > highest_end[slope]:
+            keep[c] = True
+            highest_end[slope] = post_s[c]
+    kept = np.flatnonzero(keep)
+    return constant, tail_slope, tail_intercept, pre[kept], segments_s[kept], post_s[kept]
+
+
+@jit
+def model_total_s(forward, backward, transfer, hop_latency, m, gpipe, tab_i, tab_f, min_cadence_s):
+    """The analytic iteration time of a pipeline (per-stage forward and backward times, per-hop transfer times and
+    latencies, ``m`` micro-batches, GPipe or 1F1B) at a cadence floor (:func:`iteration_time`): the longest of the
+    1F1B path family evaluated directly (it is evaluated once). ``tab_i``, ``tab_f`` are
+    :func:`packed_path_tables` ``(S, max(m − 1, 1))``."""
+    layout_f = np.zeros((1, NUM_LAYOUT_FLOATS))
+    layout_i = np.zeros((1, NUM_LAYOUT_INTS), dtype=np.int64)
+    kind = model_scalars(forward, backward, transfer, hop_latency, m, gpipe, layout_f[0])
+    if kind != MODEL_PATHS:
+        layout_i[0, LI_KIND], layout_i[0, LI_M] = kind, m
+        return iteration_total_s(layout_f, layout_i, np.zeros(0), 0, min_cadence_s)
+    last_stage_s, other_s, tail_s, loops_only_s, segments_s, pre_loop_s, post_s = packed_fixed_paths(
+        forward, backward, transfer, hop_latency, m, tab_i, tab_f
     )
-    return _FixedPaths(tab, last_stage_s, tail_s, loops_only_s, segments_s, pre_loop_s, post_s, other_s)
+    tail_rest, advances = tab_part(tab_i, tab_i, TAB_TAIL_REST), tab_part(tab_i, tab_f, TAB_ADVANCES)
+    pre = tab_part(tab_i, tab_f, TAB_PRE)
+    step_s = max(last_stage_s, max(layout_f[0, LF_MAX_X], min_cadence_s))
+    longest = -np.inf
+    for a in range(tail_s.shape[0]):
+        r = tail_rest[a]
+        longest = max(longest, tail_s[a] + max(loops_only_s[r], advances[r] * step_s))
+    for b in range(segments_s.shape[0]):
+        longest = max(longest, (segments_s[b] + max(pre[b] * step_s, pre_loop_s[b])) + post_s[b])
+    return layout_f[0, LF_BASE] + max(longest, other_s)
 
 
-def _longest_s(paths: _FixedPaths, link_step_s: float) -> float:
-    """The longest path of the family, given the fixed parts and the bottleneck link's time per step."""
-    tab = paths.tables
-    step_s = max(paths.last_stage_s, link_step_s)  # one advance at the last stage or on the bottleneck link
+@jit
+def iteration_total_s(layout_f: np.ndarray, layout_i: np.ndarray, arrays: np.ndarray, lay: int, min_cadence_s: float) -> float:
+    """:func:`model_total_s` of layout ``lay`` of a layout table at a cadence floor, from the parts stored in its
+    rows (for MODEL_PATHS the longest of the folded path lines, :func:`fold_paths`)."""
+    kind = layout_i[lay, LI_KIND]
+    m = layout_i[lay, LI_M]
+    max_x = max(layout_f[lay, LF_MAX_X], min_cadence_s)
+    base = layout_f[lay, LF_BASE]
+    if kind == MODEL_GPIPE:
+        cadence = max(layout_f[lay, LF_MAX_F], max_x) + max(layout_f[lay, LF_MAX_B], max_x)
+        return base + (m - 1) * cadence
+    if kind == MODEL_UNIFORM:
+        return uniform_total_s(
+            layout_f[lay, LF_UNI_F], layout_f[lay, LF_UNI_S], layout_f[lay, LF_UNI_X], layout_f[lay, LF_UNI_LAT], m,
+            False, min_cadence_s,
+        )
+    if kind == MODEL_ROUND_TRIP:
+        return base
+    step = max(layout_f[lay, LF_LAST_STAGE], max_x)
+    longest = layout_f[lay, LF_CONSTANT]
+    at = layout_i[lay, LI_ARRAYS]
+    num_tails = layout_i[lay, LI_TAILS]
+    for a in range(at, at + num_tails):
+        longest = max(longest, arrays[a + num_tails] + arrays[a] * step)
+    at += 2 * num_tails
+    num_segments = layout_i[lay, LI_SEGMENTS]
+    for b in range(at, at + num_segments):
+        longest = max(longest, (arrays[b + num_segments] + arrays[b] * step) + arrays[b + 2 * num_segments])
+    return base + longest
 
-    # (A) Tail loops need no room after them, so they mix freely with each other and with single steps.
-    loop_fill = np.maximum(paths.loops_only_s, tab.advances * step_s)  # (n+1,)
-    longest = float((paths.tail_s + loop_fill[tab.tail_rest]).max())
+@jit
+def stage_arrays(forward_r, activation_bytes, wan_message_bytes, regions, stages, length, line_gbps, latency,
+                 intra_gbps, intra_latency_s):
+    """A placement's pipeline: per stage its forward time per micro-batch, per boundary its transfer time at line
+    rate and its latency, and the positions of the WAN boundaries (each region's last stage).
 
-    # (B) Copies of a segment, with single steps or a tail loop from at or below `first` before them, and the
-    # cool-down of a stage at or above `first`, or a tail loop begun on the way back up, after them.
-    if tab.segment.size:
-        pre_s = np.maximum(tab.pre * step_s, paths.pre_loop_s)
-        longest = max(longest, float((paths.segments_s + pre_s + paths.post_s).max()))
-    return max(longest, paths.other_s)
+    ``forward_r`` (R,) is the job's forward time of a stage on each region's GPUs; ``regions`` and ``stages`` (their
+    first ``length`` entries) the placement, a path of regions holding consecutive stages; ``line_gbps`` and
+    ``latency`` (R, R) the links. Inside a region every replica has its own link and sends ``activation_bytes``; across
+    regions the replicas share the WAN link and send ``wan_message_bytes``.
+    """
+    num_stages = 0
+    for i in range(length):
+        num_stages += stages[i]
+    forward = np.empty(num_stages)
+    transfer = np.full(num_stages - 1, transfer_time_s(activation_bytes, intra_gbps))
+    hop_latency = np.full(num_stages - 1, intra_latency_s)
+    wan_pos = np.empty(length - 1, dtype=np.int64)
+    q = 0
+    for i in range(length):
+        for _ in range(stages[i]):
+            forward[q] = forward_r[regions[i]]
+            q += 1
+        if i + 1 < length:  # the region's last stage sends over the WAN
+            a, b = regions[i], regions[i + 1]
+            transfer[q - 1] = transfer_time_s(wan_message_bytes, line_gbps[a, b])
+            hop_latency[q - 1] = latency[a, b]
+            wan_pos[i] = q - 1
+    return forward, transfer, hop_latency, wan_pos
 
 
-def _one_f_one_b_extra_s(
-    forward_s: np.ndarray,
-    backward_s: np.ndarray,
-    hop_transfer_s: np.ndarray,
-    hop_latency_s: np.ndarray,
-    num_microbatches: int,
-    link_step_s: float,
-) -> float:
-    """1F1B time beyond one micro-batch's round trip: the longest of the path family in the module docstring."""
-    n = num_microbatches - 1
-    if n <= 0:
-        return 0.0
-    stage_s = forward_s + backward_s
-    return _longest_s(_fixed_paths(forward_s, backward_s, stage_s, hop_transfer_s, hop_latency_s, n), link_step_s)
+@jit
+def demand_gbps(forward, wan_message_bytes, gpipe):
+    """The rate per WAN hop below which communication stalls a pipeline: one message ``d·A`` per compute cadence.
+    Under 1F1B each boundary carries one message per ``max(f + b)``; under GPipe the forward phase sends one per
+    ``max f``."""
+    cadence = forward.max() if gpipe else (forward + BACKWARD_TO_FORWARD * forward).max()
+    return rate_gbps(wan_message_bytes, cadence)
 
 
 def iteration_time(
@@ -438,7 +641,7 @@ def iteration_time(
     schedule: str = ONE_F_ONE_B,
     min_cadence_s: float = 0.0,
 ) -> IterationTime:
-    """Analytic iteration time of one pipeline (see the module docstring for the derivation).
+    """Analytic iteration time of one pipeline (see the module docstring for the derivation), with its split.
 
     Args:
         forward_s: (S,) forward time per micro-batch of each stage.
@@ -452,164 +655,17 @@ def iteration_time(
             micro-batch only; a throttled hop's fill and drain queueing is modelled by passing its throttled
             message time in ``hop_transfer_s`` instead.
     """
-    m = num_microbatches
-    stage_s = forward_s + backward_s
-    compute_total = float(stage_s.sum())
-    fill = 2.0 * float(hop_transfer_s.sum() + hop_latency_s.sum())
-    max_x = max(float(hop_transfer_s.max()) if hop_transfer_s.size else 0.0, min_cadence_s)
-    if schedule == GPIPE:
-        cadence = max(float(forward_s.max()), max_x) + max(float(backward_s.max()), max_x)
-        total = compute_total + fill + (m - 1) * cadence
-    else:
-        extra = _one_f_one_b_extra_s(forward_s, backward_s, hop_transfer_s, hop_latency_s, m, max_x)
-        total = compute_total + fill + extra
-    busy = m * float(stage_s.max())
+    forward, backward, transfer, latency = (
+        np.ascontiguousarray(a, dtype=float) for a in (forward_s, backward_s, hop_transfer_s, hop_latency_s)
+    )
+    tab_i, tab_f = packed_path_tables(forward.shape[0], max(num_microbatches - 1, 1))
+    total = model_total_s(forward, backward, transfer, latency, num_microbatches, schedule == GPIPE, tab_i, tab_f,
+                          float(min_cadence_s))
+    stage_s = forward + backward
+    fill = 2.0 * float(transfer.sum() + latency.sum())
+    busy = num_microbatches * float(stage_s.max())
     return IterationTime(total_s=total, compute_s=busy, comm_s=fill, bubble_s=max(total - busy - fill, 0.0))
 
-
-# How an IterationModel evaluates (ModelParts.kind).
-MODEL_GPIPE, MODEL_UNIFORM, MODEL_ROUND_TRIP, MODEL_PATHS = range(4)
-
-
-class ModelParts(NamedTuple):
-    """An :class:`IterationModel` taken apart (see :func:`model_parts`).
-
-    For MODEL_PATHS the 1F1B path family of :func:`_longest_s` is folded (``kernels.fold_paths``) into lines in the
-    time of one step (``step_s = max(last_stage_s, the bottleneck link's time per step)``): the longest path is
-    ``max(constant_s, max(tail_intercept + tail_slope·step_s), max((segment_start + segment_slope·step_s) +
-    segment_end))``, the same floating-point operations as :func:`_longest_s` takes on each path, with the paths
-    that cannot be the longest at any step left out.
-    """
-
-    kind: int  # MODEL_GPIPE, MODEL_UNIFORM (1F1B closed form), MODEL_ROUND_TRIP (1F1B, M = 1) or MODEL_PATHS
-    num_microbatches: int
-    base_s: float  # one micro-batch's round trip, Σ(f+b) + 2Σ(x+l)
-    max_x: float  # the slowest hop's transfer time
-    max_f: float  # GPipe only
-    max_b: float  # GPipe only
-    uniform: tuple[float, float, float, float]  # (f, S, x, l) of identical stages and hops (MODEL_UNIFORM)
-    last_stage_s: float  # MODEL_PATHS: f + b of the last stage, the least a step takes
-    constant_s: float  # MODEL_PATHS: the longest path whose length does not depend on the step
-    tail_slope: np.ndarray  # (T,) steps after the tail loops, one line per count
-    tail_intercept: np.ndarray  # (T,) the longest tail loops before that many steps
-    segment_slope: np.ndarray  # (G,) pre steps before the copies of a segment
-    segment_start: np.ndarray  # (G,) the copies
-    segment_end: np.ndarray  # (G,) what follows them
-
-
-def _model_scalars(
-    forward_s: np.ndarray,
-    backward_s: np.ndarray,
-    hop_transfer_s: np.ndarray,
-    hop_latency_s: np.ndarray,
-    num_microbatches: int,
-    schedule: str,
-) -> tuple[int, float, float, float, float, tuple[float, float, float, float]]:
-    """``(kind, base_s, max_x, max_f, max_b, uniform)`` of a layout's :class:`IterationModel` (see
-    :class:`ModelParts`): which evaluation it takes, and its scalars."""
-    stage_s = forward_s + backward_s
-    base_s = float(stage_s.sum()) + 2.0 * float(hop_transfer_s.sum() + hop_latency_s.sum())
-    max_x = float(hop_transfer_s.max()) if hop_transfer_s.size else 0.0
-    if schedule == GPIPE:
-        return MODEL_GPIPE, base_s, max_x, float(forward_s.max()), float(backward_s.max()), (0.0, 0.0, 0.0, 0.0)
-    if num_microbatches <= 1:
-        return MODEL_ROUND_TRIP, base_s, max_x, 0.0, 0.0, (0.0, 0.0, 0.0, 0.0)
-    f = float(forward_s[0])
-    lat = float(hop_latency_s[0]) if hop_latency_s.size else 0.0
-    uniform = (f, float(forward_s.shape[0]), max_x, lat)
-    if (
-        (forward_s == f).all()
-        and (backward_s == BACKWARD_TO_FORWARD * f).all()
-        and (hop_transfer_s == max_x).all()
-        and (hop_latency_s == lat).all()
-    ):
-        return MODEL_UNIFORM, base_s, max_x, 0.0, 0.0, uniform
-    return MODEL_PATHS, base_s, max_x, 0.0, 0.0, (0.0, 0.0, 0.0, 0.0)
-
-
-def model_parts(
-    forward_s: np.ndarray,
-    backward_s: np.ndarray,
-    hop_transfer_s: np.ndarray,
-    hop_latency_s: np.ndarray,
-    num_microbatches: int,
-    schedule: str = ONE_F_ONE_B,
-) -> ModelParts:
-    """The :class:`IterationModel` of a layout taken apart (arguments as :func:`iteration_time`): the input of its
-    compiled evaluation (:func:`geopipe_env.physics.kernels.iteration_total_s`), which equals
-    :meth:`IterationModel.total_s` bit for bit. The 1F1B path family is built and folded in compiled code
-    (``kernels.fixed_paths``, ``kernels.fold_paths``), from this module's path tables."""
-    kind, base_s, max_x, max_f, max_b, uniform = _model_scalars(
-        forward_s, backward_s, hop_transfer_s, hop_latency_s, num_microbatches, schedule
-    )
-    empty = np.zeros(0)
-    last_stage_s, folded = 0.0, (0.0, empty, empty, empty, empty, empty)
-    if kind == MODEL_PATHS:
-        n = num_microbatches - 1
-        paths = compiled_fixed_paths(forward_s, backward_s, hop_transfer_s, hop_latency_s, n)
-        tab, last_stage_s = paths.tables, paths.last_stage_s
-        folded = kernels.fold_paths(
-            paths.tail_s, tab.tail_rest, paths.loops_only_s, paths.other_s, paths.segments_s, tab.pre,
-            paths.pre_loop_s, paths.post_s,
-        )
-    return ModelParts(kind, num_microbatches, base_s, max_x, max_f, max_b, uniform, last_stage_s, *folded)
-
-
-class IterationModel:
-    """:func:`iteration_time`'s ``total_s`` for one stage/hop layout, as a cheap function of ``min_cadence_s``.
-
-    The cadence floor enters the analytic model only through ``max_x``: GPipe's cadence, or the time of one
-    1F1B step. Everything else (sums, and the step-independent parts of the 1F1B path family, see
-    :class:`_FixedPaths`) is computed once here, and :meth:`total_s` finishes the same operations as
-    :func:`iteration_time`, so the totals are equal. Identical stages (``b = 2f``) and hops under 1F1B use the
-    closed form of :func:`uniform_iteration_time_s` in scalar arithmetic, equal up to rounding (~1e-15).
-    """
-
-    __slots__ = ("_schedule", "_m", "_base_s", "_max_x", "_max_f", "_max_b", "_uniform", "_paths")
-
-    def __init__(
-        self,
-        forward_s: np.ndarray,
-        backward_s: np.ndarray,
-        hop_transfer_s: np.ndarray,
-        hop_latency_s: np.ndarray,
-        num_microbatches: int,
-        schedule: str = ONE_F_ONE_B,
-    ) -> None:
-        """Precompute everything that does not depend on the cadence floor (arguments as :func:`iteration_time`)."""
-        self._schedule = schedule
-        self._m = num_microbatches
-        kind, self._base_s, self._max_x, self._max_f, self._max_b, uniform = _model_scalars(
-            forward_s, backward_s, hop_transfer_s, hop_latency_s, num_microbatches, schedule
-        )
-        self._uniform: tuple[float, float, float, float] | None = uniform if kind == MODEL_UNIFORM else None
-        self._paths: _FixedPaths | None = None
-        if kind == MODEL_PATHS:
-            self._paths = compiled_fixed_paths(forward_s, backward_s, hop_transfer_s, hop_latency_s, num_microbatches - 1)
-
-    def total_s(self, min_cadence_s: float = 0.0) -> float:
-        """``iteration_time(..., min_cadence_s).total_s`` for this layout."""
-        max_x = max(self._max_x, min_cadence_s)
-        if self._schedule == GPIPE:
-            cadence = max(self._max_f, max_x) + max(self._max_b, max_x)
-            return self._base_s + (self._m - 1) * cadence
-        if self._uniform is not None:
-            f, num_stages, x, lat = self._uniform
-            return _uniform_total_s(f, num_stages, x, lat, self._m, ONE_F_ONE_B, min_cadence_s, max, math.floor, math.ceil)
-        if self._paths is None:  # a single micro-batch
-            return self._base_s
-        return self._base_s + _longest_s(self._paths, max_x)
-
-
-def demand_cadence_s(forward_s: np.ndarray, backward_s: np.ndarray, schedule: str = ONE_F_ONE_B) -> float:
-    """The compute cadence a hop must keep up with so that communication never stalls the pipeline.
-
-    Under 1F1B each boundary carries one message per ``max(f+b)``; under GPipe the forward phase sends one per
-    ``max f``. A hop whose message time exceeds this throttles the pipeline (a stall).
-    """
-    if schedule == GPIPE:
-        return float(forward_s.max())
-    return float((forward_s + backward_s).max())
 
 
 def uniform_iteration_time_s(
@@ -628,41 +684,11 @@ def uniform_iteration_time_s(
     knapsack (module docstring)
     ``E = max(n(t+2y) − 2y⌈n/S⌉, ⌊n/S⌋·(S·t + 2(S−1)·y) + (n mod S)·max(t, x̂), n·max(t, x̂))``.
     """
-    f = np.asarray(forward_s, dtype=float)
-    s = np.asarray(num_stages, dtype=float)
-    return _uniform_total_s(
-        f, s, hop_transfer_s, hop_latency_s, num_microbatches, schedule, min_cadence_s, np.maximum, np.floor, np.ceil
-    )
-
-
-def _uniform_total_s(
-    f: np.ndarray | float,
-    s: np.ndarray | float,
-    hop_transfer_s: float,
-    hop_latency_s: float,
-    num_microbatches: int,
-    schedule: str,
-    min_cadence_s: float,
-    maximum: Callable,
-    floor: Callable,
-    ceil: Callable,
-) -> np.ndarray | float:
-    """:func:`uniform_iteration_time_s`'s formula on arrays (with numpy's ``maximum``, ``floor``, ``ceil``) or on
-    Python floats (with ``max``, ``math.floor``, ``math.ceil``): the same operations, so equal results."""
-    b = BACKWARD_TO_FORWARD * f
-    x = maximum(hop_transfer_s * (s > 1), min_cadence_s)
-    y = (hop_transfer_s + hop_latency_s) * (s > 1)
-    n = num_microbatches - 1
-    t = f + b
-    if schedule == GPIPE:
-        extra = n * (maximum(f, x) + maximum(b, x))
-    else:
-        step = maximum(t, x)  # one advance by the bottleneck stage or link
-        loops = n * (t + 2.0 * y) - 2.0 * y * ceil(n / s)  # fewest tail loops, widest first
-        full = floor(n / s)
-        mixed = full * (s * t + 2.0 * (s - 1.0) * y) + (n - full * s) * step
-        extra = maximum(maximum(loops, mixed), n * step)
-    return s * t + 2.0 * (s - 1.0) * y + extra
+    f, s = np.broadcast_arrays(np.asarray(forward_s, dtype=float), np.asarray(num_stages, dtype=float))
+    out = np.empty(f.shape)
+    uniform_totals(np.ascontiguousarray(f).ravel(), np.ascontiguousarray(s).ravel(), float(hop_transfer_s),
+                   float(hop_latency_s), int(num_microbatches), schedule == GPIPE, float(min_cadence_s), out.reshape(-1))
+    return out
 
 
 def allreduce_time_s(
@@ -722,7 +748,7 @@ def optimal_stages(
         return None
     ks = np.arange(k_min, k_max + 1)
     f = forward_time_s(params, 1, micro_batch_size, seq_len, tflops, mfu, gpus_per_stage) / ks
-    x = data_parallel * activation_bytes(micro_batch_size, seq_len, hidden) * 8.0 / (ref_bandwidth_gbps * 1e9)
+    x = transfer_time_s(data_parallel * activation_bytes(micro_batch_size, seq_len, hidden), ref_bandwidth_gbps)
     t = uniform_iteration_time_s(f, ks, x, ref_latency_s, num_microbatches, schedule)
     if data_parallel > 1:
         t = t + allreduce_time_s(params, ks, gpus_per_stage, data_parallel, intra_bandwidth_gbps, intra_latency_s)

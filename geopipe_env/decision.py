@@ -1,0 +1,269 @@
+"""Layer 6: the decision backends: the candidate table behind the action space, and the observation.
+
+At each decision the env asks its backend for the candidate table of the visible jobs (which action launches what,
+and with which estimated figures), for the placement behind an action, and for the observation. Two backends
+implement :class:`DecisionBackend`; :func:`make_backend` picks one when the env is made, and the env never asks
+which it got:
+
+* :class:`CompiledBackend` (the default): the compiled twins of the built-in strategies (``candidate_kernels``),
+  timed from the process's shared layout table, and the compiled observation encoder. A strategy without a compiled
+  twin (an ablation, or one added with ``strategies.register_strategy``) runs its Python rule beside it. It needs
+  analytic timing and line rates that never change.
+* :class:`PythonBackend`: every strategy's Python rule (``strategies.candidate_row``), timed by the simulator, and
+  the observation written from the candidates' rows. It serves ``timing="exact"`` and worlds with background
+  traffic.
+
+The two give the same placements behind the same actions, the same figures and equal observations
+(``tests/test_candidate_kernels.py``, ``tests/test_tables.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+
+from geopipe_env import candidate_kernels as ck
+from geopipe_env.layout_table import LayoutTable, shared_table
+from geopipe_env.observation import ObservationEncoder
+from geopipe_env.placement import CandidateInfo, PlacementContext, _placement
+from geopipe_env.scenario import Scenario
+from geopipe_env.simulator import ClusterSim, Placement
+from geopipe_env.strategies import NO_TWIN, candidate_row, compiled_codes, named_placement
+from geopipe_env.tables import (
+    C_CARBON, C_COST, C_DEMAND, C_DURATION, C_ITERATION, C_RATE, C_STALLED, J_ITERATIONS, J_PROFILE,
+    NUM_CANDIDATE_FLOATS, P_FITS, P_MICROBATCHES, P_STAGE_GPUS, P_STAGES, P_TABLE_ID,
+)
+
+
+class DecisionBackend(Protocol):
+    """What the env asks at a decision. ``start`` binds an episode; ``compute`` fills the table for the visible jobs;
+    ``end`` empties it (the episode has ended: the queue stays visible, with no candidates)."""
+
+    checked: bool  # whether every candidate is launchable as it stands (the simulator need not check it again)
+
+    def start(self, sim: ClusterSim, encoder: ObservationEncoder) -> None: ...
+
+    def compute(self, visible: Sequence[int], mask: np.ndarray) -> int:
+        """Fill the table for the visible job ids and ``mask`` (Q·K + 1,) with the valid actions (wait valid); the
+        number of valid launches."""
+
+    def end(self, visible: Sequence[int]) -> None: ...
+
+    def placement(self, slot: int, k: int) -> Placement | None:
+        """The placement behind action ``slot·K + k`` at the last decision (None if masked)."""
+
+    def info(self, slot: int, k: int) -> CandidateInfo | None:
+        """The candidate behind action ``slot·K + k`` at the last decision (None if masked)."""
+
+    def observe(self, queue: list[int]) -> dict[str, np.ndarray]:
+        """The observation at the last decision, with ``queue`` the waiting jobs in order."""
+
+
+def make_backend(strategies: Sequence[str], timing: str, scenario: Scenario, queue_slots: int) -> DecisionBackend:
+    """The backend an env with these settings uses: compiled unless the timing is exact or line rates change."""
+    if timing == "analytic" and scenario.network.background is None:
+        return CompiledBackend(strategies, queue_slots)
+    return PythonBackend(strategies)
+
+
+class PythonBackend:
+    """Every strategy's Python rule; the observation from the candidates' rows."""
+
+    checked = False
+
+    def __init__(self, strategies: Sequence[str]) -> None:
+        self.strategies = tuple(strategies)
+        self.rows: list[list[CandidateInfo | None]] = []
+
+    def start(self, sim: ClusterSim, encoder: ObservationEncoder) -> None:
+        self.sim, self.encoder, self.rows = sim, encoder, []
+
+    def compute(self, visible: Sequence[int], mask: np.ndarray) -> int:
+        sim = self.sim
+        jobs = [sim.world.jobs[jid] for jid in visible]
+        ctx = PlacementContext(sim)
+        mask[:] = False
+        mask[-1] = True
+        self.rows = []
+        if not any(sum(ctx.free_list(job)) >= job.num_stages for job in jobs):  # no strategy can place any
+            return 0
+        num_strategies = len(self.strategies)
+        for slot, job in enumerate(jobs):
+            row = candidate_row(ctx, job, self.strategies)
+            for k, info in enumerate(row):
+                if info is not None:
+                    mask[slot * num_strategies + k] = True
+            self.rows.append(row)
+        return int(mask[:-1].sum())
+
+    def end(self, visible: Sequence[int]) -> None:
+        self.rows = []
+
+    def info(self, slot: int, k: int) -> CandidateInfo | None:
+        return self.rows[slot][k] if slot < len(self.rows) else None
+
+    def placement(self, slot: int, k: int) -> Placement | None:
+        info = self.info(slot, k)
+        return None if info is None else info.placement
+
+    def observe(self, queue: list[int]) -> dict[str, np.ndarray]:
+        return self.encoder.encode_rows(self.sim, queue, self.rows)
+
+
+class CompiledBackend:
+    """The compiled candidate table and encoder. Per episode it prepares flat arrays once (the episode's job
+    profiles, per-job figures and the world's constants); at each decision it calls
+    ``candidate_kernels.candidate_table`` (adding the layouts it reports missing to the shared layout table and
+    calling it again), then runs the strategies without a compiled twin in Python, and keeps the result in
+    preallocated arrays. A :class:`CandidateInfo` is built only when asked for (:meth:`info`)."""
+
+    checked = True
+
+    def __init__(self, strategies: Sequence[str], queue_slots: int) -> None:
+        self.strategies = tuple(strategies)
+        self.queue_slots = queue_slots
+        self.codes = np.array(compiled_codes(self.strategies), dtype=np.int64)
+        # Columns of the strategies that run in Python: (k, name).
+        self.python_columns = [(k, name) for k, name in enumerate(self.strategies) if self.codes[k] == NO_TWIN]
+        self.layouts: LayoutTable | None = None
+
+    def start(self, sim: ClusterSim, encoder: ObservationEncoder) -> None:
+        self.sim, self.encoder = sim, encoder
+        self.layouts = shared_table(sim.world)
+        w = sim.world
+        num_regions = w.num_regions
+        jobs = w.jobs
+        # The episode's job profiles (jobs with equal profile_key time alike), and each job's.
+        index: dict[tuple, int] = {}
+        self._profile_job: list[int] = []  # a job of each profile, to time its layouts by
+        job_profile = []
+        for job in jobs:
+            p = index.get(job.profile_key)
+            if p is None:
+                p = index[job.profile_key] = len(index)
+                self._profile_job.append(job.job_id)
+            job_profile.append(p)
+        first = [jobs[j] for j in self._profile_job]
+        self.job_i = np.empty((2, len(jobs)), dtype=np.int64)  # (2, J), rows tables.CANDIDATE_JOB_INTS
+        self.job_i[J_PROFILE], self.job_i[J_ITERATIONS] = job_profile, [j.iterations for j in jobs]
+        self.job_run_s = np.array([j.isolated_duration_s for j in jobs])  # (J,)
+        # (P, R + 1) and (P, 4 + R), tables.PROFILE_INTS: filled by columns (rows of mixed numbers would be slower)
+        self.profile_f = np.empty((len(first), num_regions + 1))
+        self.profile_f[:, :num_regions] = [j.forward_s for j in first]
+        self.profile_f[:, num_regions] = [j.wan_message_bytes for j in first]
+        self.profile_i = np.zeros((len(first), P_FITS + num_regions), dtype=np.int64)
+        self.profile_i[:, P_STAGES] = [j.num_stages for j in first]
+        self.profile_i[:, P_STAGE_GPUS] = [j.stage_gpus for j in first]
+        self.profile_i[:, P_MICROBATCHES] = [j.num_microbatches for j in first]
+        self.profile_i[:, P_FITS:] = [j.fits for j in first]
+        self._world = (
+            np.stack((w.bandwidth_gbps, w.latency_s)),
+            np.stack((w.busy_watts * w.pue / w.tflops, w.idle_watts, w.busy_watts, w.pue)),
+            w.price.prefix_h, w.price.values, w.carbon.prefix_h, w.carbon.values,
+        )
+        queue_slots = self.queue_slots
+        # The pool per visible job (named strategies and single regions), then one row per Python-run strategy.
+        rows = queue_slots * (ck.NUM_NAMED + num_regions + len(self.python_columns))
+        self.candidate_of = np.full((queue_slots, self.codes.size), -1, dtype=np.int64)  # (Q, K)
+        self.candidate_f = np.zeros((rows, NUM_CANDIDATE_FLOATS))  # (C, tables.CANDIDATE_FLOATS)
+        self.candidate_place = np.zeros((rows, 2 * num_regions), dtype=np.int64)  # (C, 2R)
+        self.candidate_length = np.zeros(rows, dtype=np.int64)  # (C,)
+        self._misses = np.zeros((rows, 2 * num_regions + 2), dtype=np.int64)  # (X, 2R + 2)
+        self.num_slots = 0  # visible jobs at the last decision
+        self._profiles_of: dict | None = None  # the layout table's profile dict that profile_i holds ids of
+        self.visible_ids = np.zeros(0, dtype=np.int64)  # their job ids
+
+    def compute(self, visible: Sequence[int], mask: np.ndarray) -> int:
+        sim = self.sim
+        self.num_slots = len(visible)
+        self.visible_ids = ids = np.array(visible, dtype=np.int64)
+        if self.layouts.full():
+            self.layouts.clear()
+        if self._profiles_of is not self.layouts.profiles:  # a new or emptied layout table: its profile ids
+            self._profiles_of = self.layouts.profiles
+            for p, j in enumerate(self._profile_job):
+                self.profile_i[p, P_TABLE_ID] = self.layouts.profile_id(sim.world.jobs[j])
+        rows = self.candidate_of[: self.num_slots]
+        while True:
+            table = self.layouts
+            used, num_misses, launches = ck.candidate_table(
+                sim.now_s, sim.free_gpus, sim.capacity_gbps, sim.link_load_gbps, *self._world,
+                self.profile_f, self.profile_i, ids, self.job_i, self.job_run_s, self.codes,
+                table.index, table.layout_f, table.layout_i, table.arrays, table.places,
+                rows, self.candidate_f, self.candidate_place, self.candidate_length, self._misses, mask,
+            )
+            if not num_misses:
+                break
+            num_regions = sim.world.num_regions
+            for miss in self._misses[:num_misses]:
+                p, length = int(miss[0]), int(miss[1])
+                regions, stages = miss[2:2 + length], miss[2 + num_regions:2 + num_regions + length]
+                table.add(sim, sim.world.jobs[self._profile_job[p]], regions, stages)
+        if self.python_columns:
+            launches += self._python_columns(visible, used, mask)
+        return launches
+
+    def _python_columns(self, visible: Sequence[int], used: int, mask: np.ndarray) -> int:
+        """Run the strategies without a compiled twin in Python, writing their candidates after the ``used`` rows of
+        the compiled ones; the launches they add."""
+        sim = self.sim
+        ctx = PlacementContext(sim)
+        num_strategies, num_regions = self.codes.size, sim.world.num_regions
+        launches = 0
+        for slot, jid in enumerate(visible):
+            job = sim.world.jobs[jid]
+            for k, name in self.python_columns:
+                placement = named_placement(ctx, job, name)
+                info = None if placement is None else ctx.describe(job, placement)
+                if info is None:
+                    continue
+                c = used
+                used += 1
+                self.candidate_f[c, [C_ITERATION, C_DURATION, C_COST, C_CARBON, C_RATE, C_DEMAND, C_STALLED]] = (
+                    info.iteration_s, info.duration_s, info.cost_usd, info.carbon_kg, info.rate_gbps, info.demand_gbps,
+                    float(info.stalled),
+                )
+                length = len(placement.regions)
+                self.candidate_place[c, :length] = placement.regions
+                self.candidate_place[c, num_regions:num_regions + length] = placement.stages
+                self.candidate_length[c] = length
+                self.candidate_of[slot, k] = c
+                mask[slot * num_strategies + k] = True
+                launches += 1
+        return launches
+
+    def end(self, visible: Sequence[int]) -> None:
+        self.num_slots = len(visible)
+        self.visible_ids = np.array(visible, dtype=np.int64)
+        self.candidate_of[:] = -1
+
+    def placement(self, slot: int, k: int) -> Placement | None:
+        if slot >= self.num_slots:
+            return None
+        c = int(self.candidate_of[slot, k])
+        if c < 0:
+            return None
+        length = int(self.candidate_length[c])
+        num_regions = self.sim.world.num_regions
+        place = self.candidate_place[c].tolist()
+        return _placement(tuple(place[:length]), tuple(place[num_regions:num_regions + length]))
+
+    def info(self, slot: int, k: int) -> CandidateInfo | None:
+        placement = self.placement(slot, k)
+        if placement is None:
+            return None
+        f = self.candidate_f[int(self.candidate_of[slot, k])].tolist()
+        return CandidateInfo(
+            placement, f[C_ITERATION], f[C_DURATION], f[C_COST], f[C_CARBON], f[C_RATE], f[C_DEMAND],
+            bool(f[C_STALLED]),
+        )
+
+    def rows(self) -> list[list[CandidateInfo | None]]:
+        """The whole table as :class:`PythonBackend` holds it (one CandidateInfo per feasible action)."""
+        return [[self.info(slot, k) for k in range(self.codes.size)] for slot in range(self.num_slots)]
+
+    def observe(self, queue: list[int]) -> dict[str, np.ndarray]:
+        return self.encoder.encode_table(self.sim, queue, self.visible_ids, self.candidate_of, self.candidate_f,
+                                         self.candidate_length)

@@ -1,0 +1,507 @@
+"""The specification of the compiled code: the same formulas written plainly with numpy arrays.
+
+The decision path runs compiled code (:data:`geopipe_env.compiled.jit`) that is written for speed: loops over flat
+arrays, tables of precomputed indices, lines folded ahead of time. This module writes what that code computes the
+plain way, with numpy's whole-array operations, as the specification it is held to. It runs only in the tests: the
+parity tests (``tests/test_kernels.py``, ``tests/test_timing_model.py``, ``tests/test_candidate_kernels.py``,
+``tests/test_tables.py``) compare every compiled function with its specification here, and they are the contract.
+The compiled code must agree with this module to rounding (in most places bit for bit); a change to one is a change
+to both.
+
+* The analytic iteration time of a pipeline, with the 1F1B path family of ``physics.pipeline``'s docstring
+  (:func:`iteration_time`, :class:`IterationModel`, :func:`model_parts`), and the closed form for identical stages
+  and hops (:func:`uniform_total_s`).
+* Max-min fair rates by progressive filling (:func:`max_min_fair`).
+* A layout table's row, stored from a model taken apart (:func:`timing_parts`, :func:`store_parts`).
+* The observation's hourly price features (:func:`normalise_prices`, :func:`hourly_features`) and the hourly
+  series' integrals (:func:`cumulative`, :func:`weighted_integral`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import NamedTuple
+
+import numpy as np
+
+from geopipe_env.generator import Job
+from geopipe_env.layout_table import LayoutTable, find_layout, index_layout
+from geopipe_env.observation import FORECAST_H, PRICE_SCALE_FLOOR
+from geopipe_env.physics import pipeline
+from geopipe_env.physics.network import FILL_TOLERANCE
+from geopipe_env.physics.pipeline import (
+    BACKWARD_TO_FORWARD, GPIPE, MODEL_GPIPE, MODEL_PATHS, MODEL_ROUND_TRIP, MODEL_UNIFORM, ONE_F_ONE_B, IterationTime,
+    _PathTables, path_tables,
+)
+from geopipe_env.simulator import ClusterSim, Placement
+from geopipe_env.units import BITS_PER_BYTE, BITS_PER_GBIT, SECONDS_PER_HOUR
+
+
+# ---------------------------------------------------------------------------------------- pipeline timing
+class _FixedPaths(NamedTuple):
+    """The parts of one layout's 1F1B path family that do not depend on the time of a single step.
+
+    A step (one advance at the last stage or on the bottleneck link) takes ``max(f+b of the last stage,
+    link_step_s)``; it enters only the loop paths' fill and the segment paths' pre steps (:func:`_longest_s`).
+    ``pipeline.fixed_paths`` computes its arrays in compiled code.
+    """
+
+    tables: _PathTables
+    last_stage_s: float  # f + b of the last stage: the least a step takes
+    tail_s: np.ndarray  # (A,) the tail loops of each loop path
+    loops_only_s: np.ndarray  # (n+1,) r advances filled by tail loops only (width S, then one narrower)
+    segments_s: np.ndarray  # (B,) the copies of each segment path's segment
+    pre_loop_s: np.ndarray  # (B,) a tail loop in place of the pre steps (−inf where none may start)
+    post_s: np.ndarray  # (B,) what follows the copies: the cool-down or a tail loop
+    other_s: float  # the longest turn path (C) or stage op chain
+
+
+def fixed_paths(
+    forward_s: np.ndarray,
+    backward_s: np.ndarray,
+    stage_s: np.ndarray,
+    hop_transfer_s: np.ndarray,
+    hop_latency_s: np.ndarray,
+    n: int,
+) -> _FixedPaths:
+    """Compute :class:`_FixedPaths` for ``n = M − 1 ≥ 1`` advances (``stage_s = forward_s + backward_s``)."""
+    num_stages = stage_s.shape[0]
+    tab = path_tables(num_stages, n)
+    before = np.zeros(num_stages)  # (S,) Σ_{p<q}(t_p + 2y_p)
+    np.add.accumulate(stage_s[:-1] + 2.0 * (hop_transfer_s + hop_latency_s), out=before[1:])  # cumsum
+    through = before + stage_s  # (S,) Σ_{p≤q} t_p + 2Σ_{p<q} y_p
+    segment_s = (through - before[:, None]).ravel()  # (S·S,) [first, last]; junk below the diagonal
+    # (S+2,) tail loop by width (from stage S−width); 0 for width 0, and −inf at S+1 for "no loop allowed".
+    loop_s = np.empty(num_stages + 2)
+    loop_s[0], loop_s[-1] = 0.0, -np.inf
+    np.subtract(through[-1], before[::-1], out=loop_s[1:-1])
+
+    # (C) Turns: micro-batches run down in a burst of steps (forwards of one stage, or messages queued on one
+    # hop) to a stage d that holds K = min(S−d, M) of them before its first backward, then come back up in a
+    # burst of backwards or queued gradients: n + K − 1 steps, the long burst on the slower side. Or the
+    # first K run down, cycles over [h, d] follow, and the last gradients come back up in a burst.
+    slowest_f = np.zeros(num_stages + 1)  # (S+1,) by 1 + deepest stage
+    np.maximum.accumulate(forward_s, out=slowest_f[1:])
+    slowest_b = np.zeros(num_stages + 1)  # (S+1,)
+    np.maximum.accumulate(backward_s, out=slowest_b[1:])
+    slowest_x = np.zeros(num_stages)  # (S,) by 1 + deepest hop; entry d: the hops above stage d
+    np.maximum.accumulate(hop_transfer_s, out=slowest_x[1:])
+    any_f = np.maximum(slowest_f[1:], slowest_x)
+    any_b = np.maximum(slowest_b[1:], slowest_x)
+    run_f = np.maximum(slowest_f[tab.run_reach], slowest_x)
+    run_b = np.maximum(slowest_b[tab.run_reach], slowest_x)
+    bursts = np.maximum(n * run_f + tab.held * any_b, tab.held * any_f + n * run_b)
+    other = float((through + bursts).max() - through[-1])
+    if tab.turn_stage.size:
+        back_s = np.maximum(slowest_b[tab.turn_reach], slowest_x[tab.turn_hop_reach])
+        down_s = tab.turn_held * any_f[tab.turn_stage]
+        cycled = through[tab.turn_stage] + down_s + tab.turn_cycles * segment_s[tab.turn_segment]
+        other = max(other, float((cycled + tab.turn_steps * back_s).max() - through[-1]))
+    # A stage's whole op chain after its prefix.
+    chain = float((before + (n + 1) * stage_s).max() - through[-1])
+
+    return _FixedPaths(
+        tables=tab,
+        last_stage_s=float(stage_s[-1]),
+        tail_s=tab.tail_copies * loop_s[tab.tail_width],
+        loops_only_s=tab.full_loops * loop_s[num_stages] + loop_s[tab.part_loop],
+        segments_s=tab.copies * segment_s[tab.segment],
+        pre_loop_s=loop_s[tab.pre_loop],
+        # The cool-down runs backwards of a stage at or above `first`.
+        post_s=loop_s[tab.post_width] + tab.cool_steps * slowest_b[tab.first_reach],
+        other_s=max(other, chain),
+    )
+
+
+
+
+def _fixed_paths_of(forward_s: np.ndarray, backward_s: np.ndarray, hop_transfer_s: np.ndarray,
+                    hop_latency_s: np.ndarray, n: int) -> _FixedPaths:
+    """:func:`fixed_paths` with ``stage_s = forward_s + backward_s``."""
+    return fixed_paths(forward_s, backward_s, forward_s + backward_s, hop_transfer_s, hop_latency_s, n)
+
+
+def _longest_s(paths: _FixedPaths, link_step_s: float) -> float:
+    """The longest path of the family, given the fixed parts and the bottleneck link's time per step."""
+    tab = paths.tables
+    step_s = max(paths.last_stage_s, link_step_s)  # one advance at the last stage or on the bottleneck link
+
+    # (A) Tail loops need no room after them, so they mix freely with each other and with single steps.
+    loop_fill = np.maximum(paths.loops_only_s, tab.advances * step_s)  # (n+1,)
+    longest = float((paths.tail_s + loop_fill[tab.tail_rest]).max())
+
+    # (B) Copies of a segment, with single steps or a tail loop from at or below `first` before them, and the
+    # cool-down of a stage at or above `first`, or a tail loop begun on the way back up, after them.
+    if tab.segment.size:
+        pre_s = np.maximum(tab.pre * step_s, paths.pre_loop_s)
+        longest = max(longest, float((paths.segments_s + pre_s + paths.post_s).max()))
+    return max(longest, paths.other_s)
+
+
+def _one_f_one_b_extra_s(
+    forward_s: np.ndarray,
+    backward_s: np.ndarray,
+    hop_transfer_s: np.ndarray,
+    hop_latency_s: np.ndarray,
+    num_microbatches: int,
+    link_step_s: float,
+) -> float:
+    """1F1B time beyond one micro-batch's round trip: the longest of the path family in the module docstring."""
+    n = num_microbatches - 1
+    if n <= 0:
+        return 0.0
+    stage_s = forward_s + backward_s
+    return _longest_s(fixed_paths(forward_s, backward_s, stage_s, hop_transfer_s, hop_latency_s, n), link_step_s)
+
+
+
+def iteration_time(
+    forward_s: np.ndarray,
+    backward_s: np.ndarray,
+    hop_transfer_s: np.ndarray,
+    hop_latency_s: np.ndarray,
+    num_microbatches: int,
+    schedule: str = ONE_F_ONE_B,
+    min_cadence_s: float = 0.0,
+) -> IterationTime:
+    """Analytic iteration time of one pipeline (see the module docstring for the derivation).
+
+    Args:
+        forward_s: (S,) forward time per micro-batch of each stage.
+        backward_s: (S,) backward time per micro-batch of each stage.
+        hop_transfer_s: (S−1,) time to put one message on each boundary's link at its line rate.
+        hop_latency_s: (S−1,) one-way latency of each boundary.
+        num_microbatches: M.
+        schedule: ``"1f1b"`` or ``"gpipe"``.
+        min_cadence_s: a floor on the steady-state cadence imposed by a bandwidth share below the link's line
+            rate (message bytes / allocated rate); 0 when the job is not throttled. It floors the time per
+            micro-batch only; a throttled hop's fill and drain queueing is modelled by passing its throttled
+            message time in ``hop_transfer_s`` instead.
+    """
+    m = num_microbatches
+    stage_s = forward_s + backward_s
+    compute_total = float(stage_s.sum())
+    fill = 2.0 * float(hop_transfer_s.sum() + hop_latency_s.sum())
+    max_x = max(float(hop_transfer_s.max()) if hop_transfer_s.size else 0.0, min_cadence_s)
+    if schedule == GPIPE:
+        cadence = max(float(forward_s.max()), max_x) + max(float(backward_s.max()), max_x)
+        total = compute_total + fill + (m - 1) * cadence
+    else:
+        extra = _one_f_one_b_extra_s(forward_s, backward_s, hop_transfer_s, hop_latency_s, m, max_x)
+        total = compute_total + fill + extra
+    busy = m * float(stage_s.max())
+    return IterationTime(total_s=total, compute_s=busy, comm_s=fill, bubble_s=max(total - busy - fill, 0.0))
+
+
+# How an IterationModel evaluates (ModelParts.kind).
+
+
+class ModelParts(NamedTuple):
+    """An :class:`IterationModel` taken apart (see :func:`model_parts`).
+
+    For MODEL_PATHS the 1F1B path family of :func:`_longest_s` is folded (``pipeline.fold_paths``) into lines in the
+    time of one step (``step_s = max(last_stage_s, the bottleneck link's time per step)``): the longest path is
+    ``max(constant_s, max(tail_intercept + tail_slope·step_s), max((segment_start + segment_slope·step_s) +
+    segment_end))``, the same floating-point operations as :func:`_longest_s` takes on each path, with the paths
+    that cannot be the longest at any step left out.
+    """
+
+    kind: int  # MODEL_GPIPE, MODEL_UNIFORM (1F1B closed form), MODEL_ROUND_TRIP (1F1B, M = 1) or MODEL_PATHS
+    num_microbatches: int
+    base_s: float  # one micro-batch's round trip, Σ(f+b) + 2Σ(x+l)
+    max_x: float  # the slowest hop's transfer time
+    max_f: float  # GPipe only
+    max_b: float  # GPipe only
+    uniform: tuple[float, float, float, float]  # (f, S, x, l) of identical stages and hops (MODEL_UNIFORM)
+    last_stage_s: float  # MODEL_PATHS: f + b of the last stage, the least a step takes
+    constant_s: float  # MODEL_PATHS: the longest path whose length does not depend on the step
+    tail_slope: np.ndarray  # (T,) steps after the tail loops, one line per count
+    tail_intercept: np.ndarray  # (T,) the longest tail loops before that many steps
+    segment_slope: np.ndarray  # (G,) pre steps before the copies of a segment
+    segment_start: np.ndarray  # (G,) the copies
+    segment_end: np.ndarray  # (G,) what follows them
+
+
+def _model_scalars(
+    forward_s: np.ndarray,
+    backward_s: np.ndarray,
+    hop_transfer_s: np.ndarray,
+    hop_latency_s: np.ndarray,
+    num_microbatches: int,
+    schedule: str,
+) -> tuple[int, float, float, float, float, tuple[float, float, float, float]]:
+    """``(kind, base_s, max_x, max_f, max_b, uniform)`` of a layout's :class:`IterationModel` (see
+    :class:`ModelParts`): which evaluation it takes, and its scalars."""
+    stage_s = forward_s + backward_s
+    base_s = float(stage_s.sum()) + 2.0 * float(hop_transfer_s.sum() + hop_latency_s.sum())
+    max_x = float(hop_transfer_s.max()) if hop_transfer_s.size else 0.0
+    if schedule == GPIPE:
+        return MODEL_GPIPE, base_s, max_x, float(forward_s.max()), float(backward_s.max()), (0.0, 0.0, 0.0, 0.0)
+    if num_microbatches <= 1:
+        return MODEL_ROUND_TRIP, base_s, max_x, 0.0, 0.0, (0.0, 0.0, 0.0, 0.0)
+    f = float(forward_s[0])
+    lat = float(hop_latency_s[0]) if hop_latency_s.size else 0.0
+    uniform = (f, float(forward_s.shape[0]), max_x, lat)
+    if (
+        (forward_s == f).all()
+        and (backward_s == BACKWARD_TO_FORWARD * f).all()
+        and (hop_transfer_s == max_x).all()
+        and (hop_latency_s == lat).all()
+    ):
+        return MODEL_UNIFORM, base_s, max_x, 0.0, 0.0, uniform
+    return MODEL_PATHS, base_s, max_x, 0.0, 0.0, (0.0, 0.0, 0.0, 0.0)
+
+
+def model_parts(
+    forward_s: np.ndarray,
+    backward_s: np.ndarray,
+    hop_transfer_s: np.ndarray,
+    hop_latency_s: np.ndarray,
+    num_microbatches: int,
+    schedule: str = ONE_F_ONE_B,
+) -> ModelParts:
+    """The :class:`IterationModel` of a layout taken apart (arguments as :func:`iteration_time`): the input of its
+    compiled evaluation (``pipeline.iteration_total_s``), which equals
+    :meth:`IterationModel.total_s` bit for bit. The 1F1B path family is built and folded in compiled code
+    (``pipeline.fixed_paths``, ``pipeline.fold_paths``), from the path tables."""
+    kind, base_s, max_x, max_f, max_b, uniform = _model_scalars(
+        forward_s, backward_s, hop_transfer_s, hop_latency_s, num_microbatches, schedule
+    )
+    empty = np.zeros(0)
+    last_stage_s, folded = 0.0, (0.0, empty, empty, empty, empty, empty)
+    if kind == MODEL_PATHS:
+        n = num_microbatches - 1
+        paths = _fixed_paths_of(forward_s, backward_s, hop_transfer_s, hop_latency_s, n)
+        tab, last_stage_s = paths.tables, paths.last_stage_s
+        folded = pipeline.fold_paths(
+            paths.tail_s, tab.tail_rest, paths.loops_only_s, paths.other_s, paths.segments_s, tab.pre,
+            paths.pre_loop_s, paths.post_s,
+        )
+    return ModelParts(kind, num_microbatches, base_s, max_x, max_f, max_b, uniform, last_stage_s, *folded)
+
+
+class IterationModel:
+    """:func:`iteration_time`'s ``total_s`` for one stage/hop layout, as a cheap function of ``min_cadence_s``.
+
+    The cadence floor enters the analytic model only through ``max_x``: GPipe's cadence, or the time of one
+    1F1B step. Everything else (sums, and the step-independent parts of the 1F1B path family, see
+    :class:`_FixedPaths`) is computed once here, and :meth:`total_s` finishes the same operations as
+    :func:`iteration_time`, so the totals are equal. Identical stages (``b = 2f``) and hops under 1F1B use the
+    closed form of :func:`uniform_iteration_time_s` in scalar arithmetic, equal up to rounding (~1e-15).
+    """
+
+    __slots__ = ("_schedule", "_m", "_base_s", "_max_x", "_max_f", "_max_b", "_uniform", "_paths")
+
+    def __init__(
+        self,
+        forward_s: np.ndarray,
+        backward_s: np.ndarray,
+        hop_transfer_s: np.ndarray,
+        hop_latency_s: np.ndarray,
+        num_microbatches: int,
+        schedule: str = ONE_F_ONE_B,
+    ) -> None:
+        """Precompute everything that does not depend on the cadence floor (arguments as :func:`iteration_time`)."""
+        self._schedule = schedule
+        self._m = num_microbatches
+        kind, self._base_s, self._max_x, self._max_f, self._max_b, uniform = _model_scalars(
+            forward_s, backward_s, hop_transfer_s, hop_latency_s, num_microbatches, schedule
+        )
+        self._uniform: tuple[float, float, float, float] | None = uniform if kind == MODEL_UNIFORM else None
+        self._paths: _FixedPaths | None = None
+        if kind == MODEL_PATHS:
+            self._paths = _fixed_paths_of(forward_s, backward_s, hop_transfer_s, hop_latency_s, num_microbatches - 1)
+
+    def total_s(self, min_cadence_s: float = 0.0) -> float:
+        """``iteration_time(..., min_cadence_s).total_s`` for this layout."""
+        max_x = max(self._max_x, min_cadence_s)
+        if self._schedule == GPIPE:
+            cadence = max(self._max_f, max_x) + max(self._max_b, max_x)
+            return self._base_s + (self._m - 1) * cadence
+        if self._uniform is not None:
+            f, num_stages, x, lat = self._uniform
+            return _uniform_total_s(f, num_stages, x, lat, self._m, ONE_F_ONE_B, min_cadence_s, max, math.floor, math.ceil)
+        if self._paths is None:  # a single micro-batch
+            return self._base_s
+        return self._base_s + _longest_s(self._paths, max_x)
+
+
+
+def uniform_total_s(
+    forward_s: np.ndarray | float,
+    num_stages: np.ndarray | float,
+    hop_transfer_s: float,
+    hop_latency_s: float,
+    num_microbatches: int,
+    schedule: str = ONE_F_ONE_B,
+    min_cadence_s: float = 0.0,
+) -> np.ndarray:
+    """``pipeline.uniform_iteration_time_s`` with numpy's whole-array operations."""
+    f = np.asarray(forward_s, dtype=float)
+    s = np.asarray(num_stages, dtype=float)
+    return _uniform_total_s(
+        f, s, hop_transfer_s, hop_latency_s, num_microbatches, schedule, min_cadence_s, np.maximum, np.floor, np.ceil
+    )
+
+
+def _uniform_total_s(
+    f: np.ndarray | float,
+    s: np.ndarray | float,
+    hop_transfer_s: float,
+    hop_latency_s: float,
+    num_microbatches: int,
+    schedule: str,
+    min_cadence_s: float,
+    maximum: Callable,
+    floor: Callable,
+    ceil: Callable,
+) -> np.ndarray | float:
+    """:func:`uniform_iteration_time_s`'s formula on arrays (with numpy's ``maximum``, ``floor``, ``ceil``) or on
+    Python floats (with ``max``, ``math.floor``, ``math.ceil``): the same operations, so equal results."""
+    b = BACKWARD_TO_FORWARD * f
+    x = maximum(hop_transfer_s * (s > 1), min_cadence_s)
+    y = (hop_transfer_s + hop_latency_s) * (s > 1)
+    n = num_microbatches - 1
+    t = f + b
+    if schedule == GPIPE:
+        extra = n * (maximum(f, x) + maximum(b, x))
+    else:
+        step = maximum(t, x)  # one advance by the bottleneck stage or link
+        loops = n * (t + 2.0 * y) - 2.0 * y * ceil(n / s)  # fewest tail loops, widest first
+        full = floor(n / s)
+        mixed = full * (s * t + 2.0 * (s - 1.0) * y) + (n - full * s) * step
+        extra = maximum(maximum(loops, mixed), n * step)
+    return s * t + 2.0 * (s - 1.0) * y + extra
+
+
+
+# ------------------------------------------------------------------------------------ bandwidth sharing
+def max_min_fair(demand_gbps: np.ndarray, usage: np.ndarray, capacity_gbps: np.ndarray) -> np.ndarray:
+    """Progressive-filling max-min fair rates (``network.max_min_rates`` over a simulator's running jobs).
+
+    Args:
+        demand_gbps: (J,) each job's rate cap (its no-stall demand per hop).
+        usage: (J, L) how many of job j's hops use link l (0 if none).
+        capacity_gbps: (L,) link capacities, all > 0.
+
+    Returns:
+        (J,) rates with ``usage.T @ rates <= capacity`` and ``rates <= demand``. A job that uses no link
+        gets its full demand.
+    """
+    demand = np.asarray(demand_gbps, dtype=float)
+    usage = np.asarray(usage, dtype=float)
+    if demand.size == 0:
+        return np.zeros(0)
+    # Common case: every link can carry the full demands of the jobs on it. Filling then raises each job
+    # until it reaches its demand and no link saturates first, so the result is the demands themselves (the
+    # filling loop's running sums of steps can land an ulp off them; the demands are the exact answer).
+    if (usage.T @ demand <= capacity_gbps).all():
+        return demand.copy()
+    rates = np.zeros(demand.shape)
+    uses_links = usage.sum(axis=1) > 0
+    rates[~uses_links] = demand[~uses_links]
+    active = uses_links & (demand > 0)
+    remaining = np.asarray(capacity_gbps, dtype=float).copy()
+    tol = FILL_TOLERANCE * max(float(remaining.max(initial=0.0)), 1.0)
+    while active.any():
+        load = usage[active].sum(axis=0)  # (L,) hops of unfrozen jobs on each link
+        on = load > 0
+        link_step = (remaining[on] / load[on]).min() if on.any() else np.inf
+        job_step = (demand[active] - rates[active]).min()
+        step = max(min(link_step, job_step), 0.0)
+        rates[active] += step
+        remaining -= step * load
+        saturated = remaining <= tol
+        hits_link = (usage[:, saturated] > 0).any(axis=1)
+        done = rates >= demand - tol
+        active &= ~(hits_link | done)
+    return np.minimum(rates, demand)
+
+
+# ------------------------------------------------------------------------------------ the layout table
+def timing_parts(sim: ClusterSim, job: Job, placement: Placement) -> tuple[ModelParts, float]:
+    """The analytic model of ``placement``'s iteration at the simulator's line rates, taken apart
+    (:func:`model_parts`), and its no-stall demand: what ``layout_table.store_layout`` stores."""
+    forward, transfer, latency, _ = sim._stage_arrays(job, placement)
+    backward = BACKWARD_TO_FORWARD * forward
+    schedule_name = sim.world.scenario.pipeline_schedule
+    parts = model_parts(forward, backward, transfer, latency, job.num_microbatches, schedule_name)
+    stage_s = forward + backward
+    cadence = float(forward.max()) if schedule_name == GPIPE else float(stage_s.max())
+    return parts, job.wan_message_bytes * BITS_PER_BYTE / (cadence * BITS_PER_GBIT)
+
+
+def store_parts(
+    table: LayoutTable,
+    parts: ModelParts,
+    profile: int,
+    regions: np.ndarray,
+    stages: np.ndarray,
+    extra: tuple[float, float, float],
+    slot: int | None = None,
+) -> int:
+    """Append a layout to ``table``: its model's ``parts``, profile id, placement and ``(all-reduce s, demand
+    Gbit/s, WAN message bytes)``, indexed at ``slot`` or the first free one after it (default: the first free one
+    from its hash); its id. What ``layout_table.store_layout`` does in one compiled call."""
+    path_arrays = np.concatenate(
+        (parts.tail_slope, parts.tail_intercept, parts.segment_slope, parts.segment_start, parts.segment_end)
+    )
+    index = table.index
+    lay = table._reserve(path_arrays.size, 2 * regions.size)
+    if slot is None or table.index is not index:  # a grown index holds every layout at new slots
+        slot = find_layout(table.index, table.layout_i, table.places, profile, regions, stages, regions.size)[1]
+    table.arrays[table._arrays_used:table._arrays_used + path_arrays.size] = path_arrays
+    table.places[table._places_used:table._places_used + 2 * regions.size] = np.concatenate((regions, stages))
+    f, s, x, lat = parts.uniform
+    allreduce_s, demand_gbps, wan_message_bytes = extra
+    table.layout_f[lay] = (
+        parts.base_s, parts.max_x, parts.max_f, parts.max_b, f, s, x, lat, parts.last_stage_s, parts.constant_s,
+        allreduce_s, demand_gbps, wan_message_bytes,
+    )
+    table.layout_i[lay] = (
+        parts.kind, parts.num_microbatches, profile, table._places_used, regions.size - 1, table._arrays_used,
+        parts.tail_slope.size, parts.segment_slope.size,
+    )
+    table._arrays_used += path_arrays.size
+    table._places_used += 2 * regions.size
+    table.num_layouts += 1
+    index_layout(table.index, slot, lay)
+    return lay
+
+
+# ------------------------------------------------------------------------------ prices and hourly series
+def normalise_prices(values: np.ndarray) -> np.ndarray:
+    """(R, H) prices relative to the regions' mean absolute price in each hour (real prices can be negative)."""
+    scale = np.maximum(np.abs(values).mean(axis=0, keepdims=True), PRICE_SCALE_FLOOR)
+    return values / scale
+
+
+def hourly_features(price: np.ndarray, prefix_h: np.ndarray, carbon: np.ndarray, carbon_scale: float) -> np.ndarray:
+    """(H, R, 3) float32: per hour the price and its mean over the next ``FORECAST_H`` hours (this one included;
+    fewer where the series ends), both normalised across regions, and carbon ÷ ``carbon_scale``
+    (``observation.hourly_features``). ``prefix_h`` (R, H + 1) holds the price's prefix sums."""
+    num_hours = price.shape[1]
+    hours = np.arange(num_hours)
+    ends = np.minimum(hours + FORECAST_H, num_hours)
+    forecast = (prefix_h[:, ends] - prefix_h[:, :num_hours]) / (ends - hours)
+    out = np.empty((num_hours, price.shape[0], 3), dtype=np.float32)
+    out[:, :, 0] = normalise_prices(price).T
+    out[:, :, 1] = normalise_prices(forecast).T
+    out[:, :, 2] = (carbon / carbon_scale).T
+    return out
+
+
+def cumulative(prefix_h: np.ndarray, values: np.ndarray, t_s: float) -> np.ndarray:
+    """(R,) ∫_0^t of each hourly series in value·hours (``energy.cumulative_at``): hourly values held after the
+    last hour."""
+    t_h = max(t_s, 0.0) / SECONDS_PER_HOUR
+    hour = min(int(t_h), values.shape[1] - 1)
+    return prefix_h[:, hour] + values[:, hour] * (t_h - hour)
+
+
+def weighted_integral(prefix_h: np.ndarray, values: np.ndarray, rows: tuple[int, ...], weights: tuple[float, ...],
+                      t0_s: float, t1_s: float) -> float:
+    """``Σ_i weights[i] · ∫_{t0}^{t1} series[rows[i]] dt`` (``energy.weighted_integral``)."""
+    rows_a = list(rows)
+    return float(np.asarray(weights) @ (cumulative(prefix_h, values, t1_s) - cumulative(prefix_h, values, t0_s))[rows_a])

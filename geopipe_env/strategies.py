@@ -1,0 +1,146 @@
+"""Layer 5: the candidate strategies, declared once, and the candidate table they give in Python.
+
+Each strategy is a :class:`Strategy`: its name, its Python rule (:mod:`geopipe_env.placement`) and, where it has
+one, its compiled twin's code in :mod:`geopipe_env.candidate_kernels`, registered together here. Three strategies
+are *selectors*: the best of the pooled strategies' placements and of every single region that holds the job, by
+a figure of the candidate (estimated duration, cost or carbon). ``tests/test_candidate_kernels.py`` holds each
+compiled twin to its Python rule, decision for decision.
+
+A strategy registered without a compiled twin (:func:`register_strategy`) runs in Python beside the compiled table
+of the others (``decision.CompiledBackend``), so it costs only its own time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+from geopipe_env import candidate_kernels as ck
+from geopipe_env import placement as pl
+from geopipe_env.generator import Job
+from geopipe_env.placement import CandidateInfo, PlacementContext, _placement
+from geopipe_env.simulator import Placement
+
+NO_TWIN = -1  # the code of a strategy with no compiled twin
+
+
+class Strategy(NamedTuple):
+    """A candidate strategy.
+
+    Attributes:
+        name: its name in ``gym.make(..., strategies=[...])``.
+        rule: the Python rule, ``(PlacementContext, Job) -> Placement | None``; None for a selector.
+        code: its compiled twin's code (``candidate_kernels``), or :data:`NO_TWIN`.
+        selects: for a selector, the figure of a candidate it minimises (the lowest pool position wins ties).
+        pooled: whether the selectors choose among its placements.
+    """
+
+    name: str
+    rule: Callable[[PlacementContext, Job], Placement | None] | None
+    code: int = NO_TWIN
+    selects: Callable[[CandidateInfo], float] | None = None
+    pooled: bool = False
+
+
+# The built-in strategies. The pooled ones come first, in the order of their compiled codes (the compiled pool's
+# order), then the selectors, then the ablations, which have no compiled twin.
+BUILT_IN: tuple[Strategy, ...] = (
+    Strategy("bace-pipe", pl.bace_pipe, ck.BACE_PIPE, pooled=True),
+    Strategy("cr-lcf", pl.cr_lcf, ck.CR_LCF, pooled=True),
+    Strategy("cr-ldf", pl.cr_ldf, ck.CR_LDF, pooled=True),
+    Strategy("lcf", pl.lcf, ck.LCF, pooled=True),
+    Strategy("ldf", pl.ldf, ck.LDF, pooled=True),
+    Strategy("fastest", None, ck.FASTEST, selects=lambda c: c.duration_s),
+    Strategy("cheapest", None, ck.CHEAPEST, selects=lambda c: c.cost_usd),
+    Strategy("greenest", None, ck.GREENEST, selects=lambda c: c.carbon_kg),
+    Strategy("bace-pipe-no-pathfinder", pl.bace_pipe_no_pathfinder),
+    Strategy("bace-pipe-no-costmin", pl.bace_pipe_no_costmin),
+)
+# The default K candidate slots, in slot order: every built-in strategy but the ablations.
+STRATEGY_NAMES: tuple[str, ...] = tuple(s.name for s in BUILT_IN if s.code != NO_TWIN)
+POOLED_FROM: tuple[str, ...] = tuple(s.name for s in BUILT_IN if s.pooled)  # what the selectors choose among
+
+_REGISTRY: dict[str, Strategy] = {s.name: s for s in BUILT_IN}
+
+
+def strategy(name: str) -> Strategy:
+    """The registered strategy called ``name`` (KeyError if none)."""
+    return _REGISTRY[name]
+
+
+def strategy_names() -> tuple[str, ...]:
+    """Every strategy an env accepts now: the built-in ones and those added by :func:`register_strategy`."""
+    return tuple(_REGISTRY)
+
+
+def is_built_in(name: str) -> bool:
+    """Whether ``name`` is a built-in strategy (whose feasibility does not depend on prices)."""
+    return any(s.name == name for s in BUILT_IN)
+
+
+def register_strategy(name: str, rule: Callable[[PlacementContext, Job], Placement | None]) -> None:
+    """Make ``rule`` available as a candidate strategy (``gym.make(..., strategies=[..., name])``).
+
+    A rule returns a :class:`Placement` of exactly ``job.num_stages`` stages that the cluster can hold now, or
+    None. It runs in Python beside the compiled table of the other strategies. Registration is per process: a
+    worker process must register it too (e.g. when your module is imported).
+    """
+    if name in _REGISTRY:
+        raise ValueError(f"strategy {name!r} exists already")
+    _REGISTRY[name] = Strategy(name, rule)
+
+
+def compiled_codes(strategies: Sequence[str]) -> list[int]:
+    """Each strategy's compiled twin's code, :data:`NO_TWIN` for those without one."""
+    return [_REGISTRY[name].code for name in strategies]
+
+
+def named_placement(ctx: PlacementContext, job: Job, name: str) -> Placement | None:
+    """The placement of ``job`` under the strategy ``name`` (not a selector) at this decision, memoised per job
+    profile: jobs of one profile share it."""
+    key = (job.profile_key, name)
+    if key not in ctx.named:
+        ctx.named[key] = _REGISTRY[name].rule(ctx, job)
+    return ctx.named[key]
+
+
+def candidate_row(ctx: PlacementContext, job: Job, strategies: Sequence[str] = STRATEGY_NAMES) -> list[CandidateInfo | None]:
+    """The candidate of ``job`` under each of ``strategies``, described; None where a strategy finds nothing
+    feasible now (no placement, or one that would get no bandwidth)."""
+
+    def named(name: str) -> Placement | None:
+        return named_placement(ctx, job, name)
+
+    def describe(placement: Placement | None) -> CandidateInfo | None:
+        return None if placement is None else ctx.describe(job, placement)
+
+    pool: list[CandidateInfo] | None = None
+    out: list[CandidateInfo | None] = []
+    for name in strategies:
+        chosen = _REGISTRY[name]
+        if chosen.selects is None:
+            out.append(describe(named(name)))
+            continue
+        if pool is None:
+            described = (describe(p) for p in _pool(ctx, job, [named(n) for n in POOLED_FROM]))
+            pool = [c for c in described if c is not None]
+        scored = [(chosen.selects(c), i) for i, c in enumerate(pool)]
+        scored = [s for s in scored if math.isfinite(s[0])]
+        out.append(pool[min(scored)[1]] if scored else None)
+    return out
+
+
+def _pool(ctx: PlacementContext, job: Job, named: Sequence[Placement | None]) -> list[Placement]:
+    """The pooled strategies' placements plus every single region that holds the job, without repeats."""
+    singles = [_placement((r,), (job.num_stages,)) for r, n in enumerate(ctx.free_list(job)) if n >= job.num_stages]
+    seen: dict[Placement, None] = {}
+    for p in list(named) + singles:
+        if p is not None:
+            seen.setdefault(p, None)
+    return list(seen)
+
+
+def candidates(ctx: PlacementContext, job: Job, strategies: Sequence[str] = STRATEGY_NAMES) -> list[Placement | None]:
+    """The candidate placement of ``job`` under each of ``strategies``, in order (None where infeasible)."""
+    return [None if c is None else c.placement for c in candidate_row(ctx, job, strategies)]

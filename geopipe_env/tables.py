@@ -1,0 +1,333 @@
+"""Layer 1: every flat table's columns and every observation position, declared once.
+
+The decision path keeps its state in flat arrays so that compiled code can read it: the simulator's per-job tables
+and totals, the layout table, the candidate table, the observation encoder's constants and the observation itself.
+Each of them is declared here, as a :class:`Table` of named columns in order, each with its meaning. The position
+constants that code indexes with (``JF_REMAINING``, ``C_COST``, ``CAND_COST`` …) are looked up *by name* from these
+declarations (:meth:`Table.positions`, which refuses a declaration it does not bind whole), so reordering or adding
+a column is one edit here plus its computation in each backend; ``tests/test_tables.py`` checks that the backends
+agree on every declared field, and that the docs' observation table is :func:`observation_markdown`.
+
+This module imports nothing of the package: the compiled code, the Python code and the docs all read it.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Column(NamedTuple):
+    """One column of a table: its name (snake case) and what it holds."""
+
+    name: str
+    meaning: str
+
+
+class Table(NamedTuple):
+    """Named columns in order. A variable-width tail (e.g. one column per region) follows the declared columns
+    where ``tail`` says so."""
+
+    name: str
+    columns: tuple[Column, ...]
+    tail: str = ""
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    def __len__(self) -> int:  # the number of declared columns
+        return len(self.columns)
+
+    def positions(self, *names: str) -> tuple[int, ...]:
+        """The position of each of ``names``, which must be every column of the table (in any order): code that
+        binds a table's columns binds all of them, so a column added here without its computation fails at import.
+        """
+        declared = self.names
+        missing = sorted(set(declared) - set(names))
+        unknown = sorted(set(names) - set(declared))
+        if missing or unknown or len(names) != len(declared):
+            raise ValueError(f"table {self.name!r}: bind every column once (missing {missing}, unknown {unknown})")
+        return tuple(declared.index(n) for n in names)
+
+
+def _table(name: str, *columns: tuple[str, str], tail: str = "") -> Table:
+    return Table(name, tuple(Column(*c) for c in columns), tail)
+
+
+# ----------------------------------------------------------------------------------------------- the simulator
+SIM_TOTALS = _table(
+    "simulator totals",
+    ("energy_kwh", "facility energy so far, kWh"),
+    ("cost_usd", "electricity cost so far, USD"),
+    ("carbon_kg", "carbon so far, kg"),
+    ("wan_bytes", "bytes sent over WAN links so far"),
+    ("gpu_seconds", "allocated GPU·s so far"),
+    ("job_seconds", "Σ over the jobs in the system of time: the JCT integral"),
+)
+ENERGY_KWH, COST_USD, CARBON_KG, WAN_BYTES, GPU_SECONDS, JOB_SECONDS = SIM_TOTALS.positions(
+    "energy_kwh", "cost_usd", "carbon_kg", "wan_bytes", "gpu_seconds", "job_seconds"
+)
+
+# Rows of the simulator's per-job tables (J_F, J) and (J_I, J), indexed by job id in their columns: one array of
+# each kind, rather than one per quantity, because numba's dispatch costs about 0.1 µs per array argument.
+SIM_JOB_FLOATS = _table(
+    "simulator per-job floats",
+    ("remaining", "iterations left"),
+    ("iteration", "iteration time at the job's rate, s"),
+    ("wan_bytes", "bytes sent over WAN links per second"),
+    ("demand", "no-stall rate per WAN hop, Gbit/s"),
+    ("rate", "the last max-min fair allocation per hop, Gbit/s"),
+    ("timed_rate", "the rate the job was last timed at, Gbit/s"),
+)
+JF_REMAINING, JF_ITERATION, JF_WAN_BYTES, JF_DEMAND, JF_RATE, JF_TIMED_RATE = SIM_JOB_FLOATS.positions(
+    "remaining", "iteration", "wan_bytes", "demand", "rate", "timed_rate"
+)
+SIM_JOB_INTS = _table(
+    "simulator per-job ints",
+    ("num_links", "directed WAN links the job uses"),
+    ("timed_capacity", "the capacity version the job was timed at"),
+    ("stale", "scratch: the jobs to retime"),
+)
+JI_NUM_LINKS, JI_TIMED_CAPACITY, JI_STALE = SIM_JOB_INTS.positions("num_links", "timed_capacity", "stale")
+NUM_JOB_FLOATS, NUM_JOB_INTS, NUM_TOTALS = len(SIM_JOB_FLOATS), len(SIM_JOB_INTS), len(SIM_TOTALS)
+
+# ------------------------------------------------------------------------------------------- the layout table
+# Per layout (a job profile on a placement at fixed line rates) a row of floats and a row of ints; its placement
+# lies in a flat int array and its 1F1B path lines (pipeline.ModelParts) in a flat float array.
+LAYOUT_FLOATS = _table(
+    "layout floats",
+    ("base", "one micro-batch's round trip Σ(f+b) + 2Σ(x+l), s"),
+    ("max_x", "the slowest hop's transfer time, s"),
+    ("max_f", "GPipe: the slowest forward, s"),
+    ("max_b", "GPipe: the slowest backward, s"),
+    ("uni_f", "uniform 1F1B: the stages' forward time, s"),
+    ("uni_s", "uniform 1F1B: the stage count"),
+    ("uni_x", "uniform 1F1B: the hops' transfer time, s"),
+    ("uni_lat", "uniform 1F1B: the hops' latency, s"),
+    ("last_stage", "1F1B path family: f + b of the last stage, s"),
+    ("constant", "1F1B path family: the longest path that does not depend on the step, s"),
+    ("allreduce", "the data-parallel all-reduce per iteration, s"),
+    ("demand", "no-stall rate per WAN hop, Gbit/s"),
+    ("wan_bytes", "one cross-region message d·A, bytes"),
+)
+(LF_BASE, LF_MAX_X, LF_MAX_F, LF_MAX_B, LF_UNI_F, LF_UNI_S, LF_UNI_X, LF_UNI_LAT, LF_LAST_STAGE, LF_CONSTANT,
+ LF_ALLREDUCE, LF_DEMAND, LF_WAN_BYTES) = LAYOUT_FLOATS.positions(
+    "base", "max_x", "max_f", "max_b", "uni_f", "uni_s", "uni_x", "uni_lat", "last_stage", "constant", "allreduce",
+    "demand", "wan_bytes",
+)
+LAYOUT_INTS = _table(
+    "layout ints",
+    ("kind", "how the model evaluates (pipeline.MODEL_*)"),
+    ("m", "micro-batches per iteration"),
+    ("profile", "the layout table's id of the job profile"),
+    ("path", "where the placement's regions, then stages, start in the int array"),
+    ("hops", "WAN hops: the path's length − 1"),
+    ("arrays", "where the path lines start in the float array (tail slopes, intercepts, then segment slopes, "
+               "starts, ends)"),
+    ("tails", "tail lines"),
+    ("segments", "segment lines"),
+)
+LI_KIND, LI_M, LI_PROFILE, LI_PATH, LI_HOPS, LI_ARRAYS, LI_TAILS, LI_SEGMENTS = LAYOUT_INTS.positions(
+    "kind", "m", "profile", "path", "hops", "arrays", "tails", "segments"
+)
+NUM_LAYOUT_FLOATS, NUM_LAYOUT_INTS = len(LAYOUT_FLOATS), len(LAYOUT_INTS)
+
+# The 1F1B path family's index tables (pipeline.path_tables) as compiled code takes them: two packed read-only
+# arrays, ints and floats, the ints starting with each field's start and length.
+PATH_TABLE = _table(
+    "1F1B path tables",
+    ("tail_width", "S − the first stage of the tail loops"),
+    ("tail_copies", "tail loops of that width"),
+    ("tail_rest", "advances left after them"),
+    ("segment", "first·S + last of a segment path's segment"),
+    ("copies", "copies of the segment"),
+    ("pre", "advances before the copies"),
+    ("pre_loop", "the width of a tail loop standing in for the pre steps (S + 1: none)"),
+    ("post_width", "the width of the tail loop after the copies (0: cool-down)"),
+    ("cool_steps", "cool-down steps after the copies"),
+    ("first_reach", "first + 1"),
+    ("held", "K_d − 1 per stage"),
+    ("run_reach", "1 + the deepest stage ≤ d that can run n steps"),
+    ("turn_segment", "h·S + d of the cycled pairs"),
+    ("turn_stage", "d"),
+    ("turn_held", "held[d]"),
+    ("turn_hop_reach", "h + 1"),
+    ("turn_cycles", "cycles over [h, d]"),
+    ("turn_steps", "steps after the cycles"),
+    ("turn_reach", "1 + the deepest stage ≤ h that can run the turn's steps"),
+    ("advances", "0 … n"),
+    ("full_loops", "r // S"),
+    ("part_loop", "r % S"),
+)
+(TAB_TAIL_WIDTH, TAB_TAIL_COPIES, TAB_TAIL_REST, TAB_SEGMENT, TAB_COPIES, TAB_PRE, TAB_PRE_LOOP, TAB_POST_WIDTH,
+ TAB_COOL_STEPS, TAB_FIRST_REACH, TAB_HELD, TAB_RUN_REACH, TAB_TURN_SEGMENT, TAB_TURN_STAGE, TAB_TURN_HELD,
+ TAB_TURN_HOP_REACH, TAB_TURN_CYCLES, TAB_TURN_STEPS, TAB_TURN_REACH, TAB_ADVANCES, TAB_FULL_LOOPS,
+ TAB_PART_LOOP) = PATH_TABLE.positions(*PATH_TABLE.names)
+
+# ---------------------------------------------------------------------------------------- the candidate table
+PROFILE_INTS = _table(
+    "candidate table: profile ints",
+    ("table_id", "the layout table's id of the profile"),
+    ("stages", "S"),
+    ("stage_gpus", "GPUs per stage, t·d"),
+    ("microbatches", "M"),
+    tail="then one column per region: 1 where a stage fits its GPUs' memory",
+)
+P_TABLE_ID, P_STAGES, P_STAGE_GPUS, P_MICROBATCHES = PROFILE_INTS.positions(
+    "table_id", "stages", "stage_gpus", "microbatches"
+)
+P_FITS = len(PROFILE_INTS)  # where the per-region memory fit starts
+CANDIDATE_JOB_INTS = _table(
+    "candidate table: per-job int rows",
+    ("profile", "the episode's profile of the job"),
+    ("iterations", "iterations to train"),
+)
+J_PROFILE, J_ITERATIONS = CANDIDATE_JOB_INTS.positions("profile", "iterations")
+CANDIDATE_FLOATS = _table(
+    "candidate floats",
+    ("iteration", "estimated iteration time, s"),
+    ("duration", "estimated duration, s"),
+    ("cost", "estimated electricity cost, USD"),
+    ("carbon", "estimated carbon, kg"),
+    ("rate", "the bandwidth per hop it would get now, Gbit/s"),
+    ("demand", "its no-stall rate per hop, Gbit/s"),
+    ("stalled", "1 if the rate is below the demand"),
+)
+C_ITERATION, C_DURATION, C_COST, C_CARBON, C_RATE, C_DEMAND, C_STALLED = CANDIDATE_FLOATS.positions(
+    "iteration", "duration", "cost", "carbon", "rate", "demand", "stalled"
+)
+NUM_CANDIDATE_FLOATS = len(CANDIDATE_FLOATS)
+
+# ------------------------------------------------------------------------------------------------- observation
+REGION_FEATURES = _table(
+    "regions",
+    ("present", "1 for a region of the world, 0 for padding"),
+    ("free_gpu_fraction", "free GPUs ÷ the region's GPUs"),
+    ("gpus_share", "the region's GPUs ÷ all GPUs"),
+    ("price_now", "the price this hour ÷ the mean absolute price across regions"),
+    ("price_forecast", "the mean price over the next 6 hours (this one included) ÷ the same across regions"),
+    ("carbon", "carbon intensity this hour ÷ the episode's mean"),
+    ("pue_excess", "PUE − 1"),
+    ("link_utilization", "the mean utilisation of the region's outgoing links"),
+)
+(R_PRESENT, R_FREE_GPU_FRACTION, R_GPUS_SHARE, R_PRICE_NOW, R_PRICE_FORECAST, R_CARBON, R_PUE_EXCESS,
+ R_LINK_UTILIZATION) = REGION_FEATURES.positions(
+    "present", "free_gpu_fraction", "gpus_share", "price_now", "price_forecast", "carbon", "pue_excess",
+    "link_utilization",
+)
+LINK_FEATURES = _table(
+    "links",
+    ("capacity", "capacity ÷ the largest link's"),
+    ("utilization", "load ÷ capacity"),
+    ("latency", "latency ÷ the largest link's"),
+)
+L_CAPACITY, L_UTILIZATION, L_LATENCY = LINK_FEATURES.positions("capacity", "utilization", "latency")
+QUEUE_FEATURES = _table(
+    "queue",
+    ("present", "1 for a visible waiting job, 0 for an empty slot"),
+    ("stages_share", "the job's GPUs ÷ all GPUs"),
+    ("log_isolated_duration", "log(isolated duration ÷ T_ref)"),
+    ("log_bandwidth_demand", "log(no-stall demand per hop ÷ the median link's capacity)"),
+    ("waiting_time", "time waited ÷ T_ref"),
+    ("can_start", "1 if some candidate of the job is feasible"),
+)
+Q_PRESENT, Q_STAGES_SHARE, Q_LOG_ISOLATED_DURATION, Q_LOG_BANDWIDTH_DEMAND, Q_WAITING_TIME, Q_CAN_START = (
+    QUEUE_FEATURES.positions(
+        "present", "stages_share", "log_isolated_duration", "log_bandwidth_demand", "waiting_time", "can_start"
+    )
+)
+CANDIDATE_FEATURES = _table(
+    "candidates",
+    ("feasible", "1 if the action launches a job"),
+    ("log_iteration_vs_isolated", "log(estimated iteration time ÷ the job's isolated iteration time)"),
+    ("log_duration", "log(estimated duration ÷ T_ref)"),
+    ("cost", "estimated electricity cost ÷ C_ref"),
+    ("wan_hops", "WAN hops ÷ (R − 1)"),
+    ("bandwidth_slack", "the rate it would get ÷ its demand (1 without WAN hops)"),
+    ("stalled", "1 if that rate is below the demand"),
+    ("carbon", "estimated carbon ÷ the carbon reference"),
+)
+(CAND_FEASIBLE, CAND_LOG_ITERATION_VS_ISOLATED, CAND_LOG_DURATION, CAND_COST, CAND_WAN_HOPS, CAND_BANDWIDTH_SLACK,
+ CAND_STALLED, CAND_CARBON) = CANDIDATE_FEATURES.positions(
+    "feasible", "log_iteration_vs_isolated", "log_duration", "cost", "wan_hops", "bandwidth_slack", "stalled", "carbon"
+)
+GLOBAL_FEATURES = _table(
+    "global",
+    ("hour_sin", "sin(2π · hour of day ÷ 24)"),
+    ("hour_cos", "cos(2π · hour of day ÷ 24)"),
+    ("queue_beyond_window", "waiting jobs beyond the Q visible ÷ Q"),
+    ("running_jobs", "running jobs ÷ the episode's jobs"),
+    ("gpu_utilization", "allocated GPUs ÷ all GPUs"),
+    ("time_fraction", "time ÷ horizon"),
+    ("mean_link_utilization", "the mean utilisation of all links"),
+    ("wait_gap", "log(1 + Δt ÷ T_ref) for the Δt a wait would skip: to the next arrival, completion or hour tick, "
+                 "or the horizon"),
+)
+(G_HOUR_SIN, G_HOUR_COS, G_QUEUE_BEYOND_WINDOW, G_RUNNING_JOBS, G_GPU_UTILIZATION, G_TIME_FRACTION,
+ G_MEAN_LINK_UTILIZATION, G_WAIT_GAP) = GLOBAL_FEATURES.positions(
+    "hour_sin", "hour_cos", "queue_beyond_window", "running_jobs", "gpu_utilization", "time_fraction",
+    "mean_link_utilization", "wait_gap",
+)
+# The observation's keys in order: (key, features, rows). Rows are a count of the env's own (``max_regions``,
+# ``max_regions²`` links, ``Q`` queue slots, ``Q·K`` candidates, one global row).
+OBSERVATION = (
+    ("regions", REGION_FEATURES, "max_regions"),
+    ("links", LINK_FEATURES, "max_regions² (row i·max_regions + j: link i→j)"),
+    ("queue", QUEUE_FEATURES, "Q (the oldest waiting jobs)"),
+    ("candidates", CANDIDATE_FEATURES, "Q·K (row a: action a)"),
+    ("global", GLOBAL_FEATURES, "1"),
+)
+
+# -------------------------------------------------------------------------------------- the encoder's constants
+# The compiled encoder's constants, grouped into one int and one float array (numba's dispatch costs about 30 ns
+# per number and 0.1 µs per array argument).
+ENCODER_INTS = _table(
+    "encoder ints",
+    ("regions", "the world's region count R"),
+    ("regions_at", "where the regions table starts in the flat observation"),
+    ("links_at", "where the links table starts"),
+    ("queue_at", "where the queue table starts"),
+    ("candidates_at", "where the candidates table starts"),
+    ("global_at", "where the global row starts"),
+    tail="then per link i·R + j where its utilisation goes and whether it exists (R² each), then per region its "
+         "GPUs and outgoing links (R each)",
+)
+I_REGIONS, I_REGIONS_AT, I_LINKS_AT, I_QUEUE_AT, I_CANDIDATES_AT, I_GLOBAL_AT = ENCODER_INTS.positions(
+    "regions", "regions_at", "links_at", "queue_at", "candidates_at", "global_at"
+)
+ENCODER_FLOATS = _table(
+    "encoder floats",
+    ("t_ref", "T_ref, s"),
+    ("num_jobs", "the episode's jobs"),
+    ("total_gpus", "all GPUs"),
+    ("start_hour", "the episode's first hour of 2023"),
+    ("horizon", "the horizon, s"),
+    ("num_links", "directed WAN links"),
+    ("c_ref", "C_ref, USD"),
+    ("carbon_ref", "the carbon reference, kg"),
+)
+F_T_REF, F_NUM_JOBS, F_TOTAL_GPUS, F_START_HOUR, F_HORIZON, F_NUM_LINKS, F_C_REF, F_CARBON_REF = (
+    ENCODER_FLOATS.positions(
+        "t_ref", "num_jobs", "total_gpus", "start_hour", "horizon", "num_links", "c_ref", "carbon_ref"
+    )
+)
+ENCODER_JOBS = _table(
+    "encoder per-job table",
+    ("share", "the job's GPUs ÷ all GPUs"),
+    ("log_isolated", "log(isolated duration ÷ T_ref)"),
+    ("log_demand", "log(typical demand ÷ the median link)"),
+    ("arrival", "arrival time, s"),
+    ("isolated_iteration", "isolated iteration time, s"),
+)
+JOB_SHARE, JOB_LOG_ISOLATED, JOB_LOG_DEMAND, JOB_ARRIVAL, JOB_ISOLATED_ITERATION = ENCODER_JOBS.positions(
+    "share", "log_isolated", "log_demand", "arrival", "isolated_iteration"
+)
+
+
+def observation_markdown() -> str:
+    """The docs' observation table (docs/environment.md): one row per feature, in the declared order."""
+    lines = ["| key | rows | column | feature | meaning |", "|---|---|---|---|---|"]
+    for key, table, rows in OBSERVATION:
+        for i, column in enumerate(table.columns):
+            lines.append(f"| `{key}` | {rows if i == 0 else ''} | {i} | `{column.name}` | {column.meaning} |")
+    return "\n".join(lines)
