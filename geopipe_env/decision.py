@@ -63,7 +63,7 @@ class DecisionBackend(Protocol):
 
 def make_backend(strategies: Sequence[str], timing: str, scenario: Scenario, queue_slots: int) -> DecisionBackend:
     """The backend an env with these settings uses: compiled unless the timing is exact or line rates change."""
-    if timing == "analytic" and scenario.network.background is None:
+    if timing == "analytic" and scenario.network.fixed_line_rates:
         return CompiledBackend(strategies, queue_slots)
     return PythonBackend(strategies)
 

@@ -207,7 +207,7 @@ class GeoPipeEnv(gym.Env):
         super().reset(seed=seed)
         self.world = sample_world(self.scenario, self.np_random, self._profile_cache)
         exact = self.timing == "exact"
-        layouts = None if self.scenario.network.background is not None else shared_layout_cache(self.world, exact)
+        layouts = shared_layout_cache(self.world, exact) if self.scenario.network.fixed_line_rates else None
         self.sim = ClusterSim(self.world, exact_timing=exact, layout_cache=layouts)
         jobs = self.world.jobs
         # np.mean's arithmetic (numpy's sum, then ÷ the count) without its general path: 4 µs where it costs 9 µs.

@@ -19,6 +19,25 @@ from geopipe_env.scenario import SIZING_FIXED, SIZING_MEMORY, JobShape, Scenario
 from geopipe_env.sizing import connected_components, size_job
 from geopipe_env.units import SECONDS_PER_HOUR, rate_gbps, transfer_time_s
 
+# The fields of a job that its timing, power and candidate placements read: jobs equal in these (the job's
+# ``profile_key``) time alike on any placement of any world with equal timing_key, and the candidate table gives
+# them the same placements. The model's name keeps jobs of different models apart. Every other field is listed in
+# JOB_OTHER_FIELDS; tests/test_cache_keys.py perturbs each of those and checks that no timing moves.
+JOB_PROFILE_FIELDS = (
+    "model", "num_stages", "activation_bytes", "gpus_per_stage", "data_parallel", "num_microbatches", "forward_s",
+    "fits", "allreduce_s",
+)
+JOB_OTHER_FIELDS = (
+    "job_id", "arrival_s", "dataset", "params", "layers", "hidden", "micro_batch_size", "seq_len", "iterations",
+    "isolated_iteration_s", "lower_bound_s", "lower_bound_energy_kwh", "typical_demand_gbps", "isolated_power_w",
+)
+# What a layout's timing reads of a world besides its job's profile and its placement (timing_key), and what its
+# power reads besides (layout_key).
+WORLD_TIMING_FIELDS = (
+    "bandwidth_gbps", "latency_s", "scenario.network.intra_bandwidth_gbps", "scenario.network.intra_latency_s",
+    "scenario.pipeline_schedule",
+)
+WORLD_POWER_FIELDS = ("idle_watts", "busy_watts", "pue")
 DAYS_PER_YEAR = 365
 JOULES_PER_KWH = 3.6e6
 HORIZON_MARGIN_H = 2  # series run a little past the horizon so that lookups at t = horizon stay in range
@@ -57,9 +76,8 @@ class Job:
     isolated_power_w: float  # facility power running alone at the isolated iteration time, on the median GPU it fits
     data_parallel: int = 1  # replicas d; each stage's replicas sit in one region
     allreduce_s: float = 0.0  # gradient all-reduce of the d replicas per iteration, inside a region
-    # What timing depends on: jobs with equal keys run identically on any placement of any world with equal line
-    # rates, latencies and schedule (:func:`timing_key`). Set once here, since the candidate table reads it tens
-    # of times per decision.
+    # JOB_PROFILE_FIELDS' values: jobs with equal keys run identically on any placement of any world with equal
+    # timing_key. Set once here, since the candidate table reads it tens of times per decision.
     profile_key: tuple = field(init=False, repr=False)
     stage_gpus: int = field(init=False, repr=False)  # GPUs one stage takes in its region: t·d
     wan_message_bytes: float = field(init=False, repr=False)  # on a cross-region boundary per micro-batch and way: d·A
@@ -67,13 +85,7 @@ class Job:
     isolated_duration_s: float = field(init=False, repr=False)  # iterations × isolated iteration time
 
     def __post_init__(self) -> None:
-        # The model's name, then what a layout's timing reads of the job: its stage times per region and its
-        # all-reduce time as well as its shape, so that equal keys time alike in any world of equal line rates.
-        key = (self.model, self.num_stages, self.activation_bytes, self.gpus_per_stage, self.num_microbatches,
-               self.forward_s.tobytes(), self.allreduce_s)
-        if self.data_parallel != 1:
-            key += (self.data_parallel,)
-        object.__setattr__(self, "profile_key", key)
+        object.__setattr__(self, "profile_key", fields_key(self, JOB_PROFILE_FIELDS))
         object.__setattr__(self, "stage_gpus", self.gpus_per_stage * self.data_parallel)
         object.__setattr__(self, "wan_message_bytes", self.data_parallel * self.activation_bytes)
         object.__setattr__(self, "num_gpus", self.num_stages * self.stage_gpus)
@@ -96,9 +108,6 @@ class World:
     busy_watts: np.ndarray  # (R,)
     idle_watts: np.ndarray  # (R,)
     pue: np.ndarray  # (R,)
-    # Equal for two worlds of one scenario exactly when their GPU counts, bandwidths and (with
-    # ``randomize.gpu_types``) GPU types are: such worlds time any job profile on any placement alike.
-    physics_key: tuple[bytes, ...] = (b"", b"")
     hourly_series: bool = True  # some price or carbon series changes by the hour (False: every one is constant)
 
     @property
@@ -110,14 +119,30 @@ class World:
         return self.scenario.horizon_s
 
 
+def fields_key(obj: object, names: tuple[str, ...]) -> tuple:
+    """A hashable key of the fields ``names`` of ``obj`` (dotted paths into nested fields): numbers and strings as
+    they are, arrays by their dtype, shape and bytes."""
+    key = []
+    for name in names:
+        value = obj
+        for part in name.split("."):
+            value = getattr(value, part)
+        if isinstance(value, np.ndarray):
+            value = (value.dtype.str, value.shape, value.tobytes())
+        key.append(value)
+    return tuple(key)
+
+
 def timing_key(world: World) -> tuple:
-    """What a layout's timing depends on besides its job's ``profile_key`` and its placement: the world's line
-    rates and latencies, the intra-region link and the pipeline schedule."""
-    net = world.scenario.network
-    return (
-        world.num_regions, world.bandwidth_gbps.tobytes(), world.latency_s.tobytes(), float(net.intra_bandwidth_gbps),
-        float(net.intra_latency_s), world.scenario.pipeline_schedule,
-    )
+    """What a layout's timing depends on besides its job's ``profile_key`` and its placement (WORLD_TIMING_FIELDS):
+    the world's line rates and latencies, the intra-region link and the pipeline schedule."""
+    return fields_key(world, WORLD_TIMING_FIELDS)
+
+
+def layout_key(world: World) -> tuple:
+    """What a layout's timing and power depend on besides its job's ``profile_key`` and its placement
+    (WORLD_TIMING_FIELDS and WORLD_POWER_FIELDS)."""
+    return fields_key(world, WORLD_TIMING_FIELDS + WORLD_POWER_FIELDS)
 
 
 def _reference_link(bandwidth_gbps: np.ndarray, latency_s: np.ndarray, intra_bw: float, intra_lat: float) -> tuple[float, float]:
@@ -279,9 +304,8 @@ def sample_world(scenario: Scenario, rng: np.random.Generator, profile_cache: di
     links = _LazyLinkFacts(bandwidth, latency, net.intra_bandwidth_gbps, net.intra_latency_s)
     for _ in range(MAX_GPU_TYPE_DRAWS):
         tflops, memory, busy, idle = (np.array([getattr(g, f) for g in gpus]) for f in _GPU_FIELDS)
-        world_key = (num_gpus.tobytes(), bandwidth.tobytes())
-        if rand.gpu_types:
-            world_key += (np.stack([tflops, memory, busy, idle]).tobytes(),)
+        # Everything a profile reads of this draw (the scenario is the cache's own): its arrays' bytes.
+        world_key = tuple(a.tobytes() for a in (num_gpus, bandwidth, latency, tflops, memory, busy, idle, pue))
         # This draw's profiles by model and shape object: the cache's keys (dataclasses, hashed field by field) are
         # then hashed once per profile rather than once per job.
         drawn: dict[tuple[int, int], _ModelProfile] = {}
@@ -317,7 +341,6 @@ def sample_world(scenario: Scenario, rng: np.random.Generator, profile_cache: di
         busy_watts=busy,
         idle_watts=idle,
         pue=pue,
-        physics_key=world_key,
         hourly_series=not constant_price and any(
             not r.price_usd_per_kwh.is_constant or (r.carbon_g_per_kwh is not None and not r.carbon_g_per_kwh.is_constant)
             for r in regions

@@ -25,7 +25,7 @@ from gymnasium import spaces
 from geopipe_env import tables
 from geopipe_env.candidate_kernels import candidate_features
 from geopipe_env.compiled import jit, pairwise_sum
-from geopipe_env.generator import World
+from geopipe_env.generator import World, fields_key
 from geopipe_env.placement import CandidateInfo
 from geopipe_env.simulator import ClusterSim
 from geopipe_env.tables import (
@@ -48,6 +48,8 @@ LINK_FEATURES = tables.LINK_FEATURES.names
 QUEUE_FEATURES = tables.QUEUE_FEATURES.names
 CANDIDATE_FEATURES = tables.CANDIDATE_FEATURES.names
 GLOBAL_FEATURES = tables.GLOBAL_FEATURES.names
+# What the encoder's per-world constants read of a world (with the table sizes, the key of their cache).
+ENCODER_WORLD_FIELDS = ("num_gpus", "bandwidth_gbps", "latency_s", "pue", "scenario.network.intra_bandwidth_gbps")
 # The encoder's hourly table (H, R, 3): the regions table's price now, price forecast and carbon, per hour.
 HOURLY_PRICE, HOURLY_FORECAST, HOURLY_CARBON = range(3)
 
@@ -238,7 +240,7 @@ class ObservationEncoder:
         self.c_ref_usd = c_ref_usd
         self.carbon_ref_kg = max(carbon_ref_kg, 1e-9)
         n = world.num_regions
-        key = (world.physics_key, max_regions, queue_slots, num_strategies)
+        key = (fields_key(world, ENCODER_WORLD_FIELDS), max_regions, queue_slots, num_strategies)
         constants = None if world_constants is None else world_constants.get(key)
         if constants is None:
             constants = self._world_constants(world, max_regions, queue_slots, num_strategies)
@@ -272,8 +274,8 @@ class ObservationEncoder:
 
     @staticmethod
     def _world_constants(world: World, max_regions: int, queue_slots: int, num_strategies: int) -> tuple:
-        """What the encoder holds that depends only on the scenario, the world's GPU counts and bandwidths (equal
-        for worlds of one scenario with equal ``physics_key``) and the table sizes; read-only once built."""
+        """What the encoder holds that depends only on the world's ENCODER_WORLD_FIELDS and the table sizes;
+        read-only once built."""
         n = world.num_regions
         total_gpus = float(world.num_gpus.sum())
         bw = world.bandwidth_gbps

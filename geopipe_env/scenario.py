@@ -106,6 +106,12 @@ class NetworkSpec:
     intra_latency_s: float
     background: BackgroundTraffic | None = None
 
+    @property
+    def fixed_line_rates(self) -> bool:
+        """Whether every link's capacity stays as given for the whole episode (no background traffic takes a share):
+        what lets layouts' timing be cached across episodes and the candidate table run compiled."""
+        return self.background is None
+
     def graph(self, region_ids: tuple[str, ...]) -> nx.DiGraph:
         """The network as a networkx digraph with ``bandwidth_gbps`` and ``latency_s`` edge attributes."""
         g = nx.DiGraph()

@@ -18,7 +18,7 @@ import numpy as np
 
 from geopipe_env import sim_kernels, units
 from geopipe_env.engine import Event, EventKind, EventQueue, arrival_events
-from geopipe_env.generator import Job, World, timing_key
+from geopipe_env.generator import Job, World, fields_key, layout_key
 from geopipe_env.physics import pipeline, schedule
 from geopipe_env.physics.energy import HourlyIntegral, gpu_power_w
 from geopipe_env.physics.network import is_stalled
@@ -240,16 +240,20 @@ SHARED_LAYOUT_CACHES = 4  # layout caches a process keeps (shared_layout_cache);
 
 _SHARED_LAYOUTS: dict[tuple, dict] = {}
 LOCAL_ITERATION_CACHE_SIZE = 2048  # local iteration times a process keeps (ClusterSim.local_iteration_s_of)
+# What a placement's local iteration time reads of a world besides its job's profile and its stages' forward times.
+LOCAL_TIMING_FIELDS = (
+    "scenario.network.intra_bandwidth_gbps", "scenario.network.intra_latency_s", "scenario.pipeline_schedule",
+)
 _LOCAL_ITERATION: dict[tuple, float] = {}
 
 
 def shared_layout_cache(world: World, exact_timing: bool) -> dict:
     """The process's ``layout_cache`` for :class:`ClusterSim` on worlds that time and power every layout alike:
-    equal :func:`~geopipe_env.generator.timing_key` (line rates, latencies, intra-region link, schedule), GPU
-    power figures and PUE, and timing. Every env of a process, and every episode, on such worlds shares it: a
-    layout is a pure function of these, its job's ``profile_key`` and its placement. Worlds with background
-    traffic must not use it."""
-    key = (timing_key(world), world.idle_watts.tobytes(), world.busy_watts.tobytes(), world.pue.tobytes(), exact_timing)
+    equal :func:`~geopipe_env.generator.layout_key` (line rates, latencies, intra-region link, schedule, GPU power
+    figures and PUE) and timing. Every env of a process, and every episode, on such worlds shares it: a layout is a
+    pure function of these, its job's ``profile_key`` and its placement. Worlds whose line rates change must not
+    use it."""
+    key = (layout_key(world), exact_timing)
     cache = _SHARED_LAYOUTS.get(key)
     if cache is None:
         if len(_SHARED_LAYOUTS) >= SHARED_LAYOUT_CACHES:
@@ -310,7 +314,7 @@ class ClusterSim:
         self._events.push_all([job.arrival_s for job in world.jobs], arrival_events(n_jobs))
         # Hour ticks only where something changes by the hour: background traffic, or an hourly price or carbon
         # series of this episode's world (randomisation can hold a scenario's markets constant).
-        self._time_varying = sc.network.background is not None or world.hourly_series
+        self._time_varying = not sc.network.fixed_line_rates or world.hourly_series
         # The next hour tick: kept beside the heap (there is at most one), so that the next arrival or completion
         # is the heap's top and a run of quiet hours can be taken at once (advance_quiet_hours).
         self._tick_s = SECONDS_PER_HOUR if self._time_varying else float("inf")
@@ -318,7 +322,7 @@ class ClusterSim:
         self._capacity_version = 0  # bumps when background traffic changes capacities
         # (job profile, placement, capacity version) → stage arrays, demand and timing (read-only): timing is
         # pure in these and the rate, and every job of one model in a world shares its profile.
-        shareable = layout_cache is not None and sc.network.background is None
+        shareable = layout_cache is not None and sc.network.fixed_line_rates
         self._layout_cache: dict[tuple, Layout] = layout_cache if shareable else {}
         if len(self._layout_cache) >= LAYOUT_CACHE_SIZE:
             self._layout_cache.clear()
@@ -353,11 +357,11 @@ class ClusterSim:
 
     # ------------------------------------------------------------------ time
     def _capacity_at(self, t_s: float) -> np.ndarray:
-        bg = self.world.scenario.network.background
-        if bg is None:
+        net = self.world.scenario.network
+        if net.fixed_line_rates:
             return self.world.bandwidth_gbps
         hour = self.world.start_hour + t_s / SECONDS_PER_HOUR
-        return self.world.bandwidth_gbps * (1.0 - bg.fraction_at(hour))
+        return self.world.bandwidth_gbps * (1.0 - net.background.fraction_at(hour))
 
     @property
     def done(self) -> bool:
@@ -399,7 +403,7 @@ class ClusterSim:
         before ``limit_s``; otherwise advance to ``limit_s`` and return False. The integration up to the event is
         one compiled call (``sim_kernels.advance_to_event``)."""
         kw, total_w = self._billed_power()
-        quiet_hours = quiet_hours and self.world.scenario.network.background is None
+        quiet_hours = quiet_hours and self.world.scenario.network.fixed_line_rates
         self.now_s, self._tick_s, reached = sim_kernels.advance_to_event(
             self.now_s, self._tick_s, self._events.peek(), limit_s, quiet_hours, self._running_ids, self._job_f, kw,
             total_w, self._series, self._allocated_gpus, len(self.waiting) + len(self.running), self._totals,
@@ -424,7 +428,7 @@ class ClusterSim:
         """Process, as :meth:`step_event` would one by one, every hour tick before the next arrival or completion
         and at or before ``limit_s``, when the caller knows that nothing it decides depends on prices or carbon
         until then. Does nothing with background traffic, whose hourly capacities change the rates."""
-        if self.world.scenario.network.background is not None or self._tick_s >= self._events.peek():
+        if not self.world.scenario.network.fixed_line_rates or self._tick_s >= self._events.peek():
             return
         if self._tick_s > limit_s:
             return
@@ -454,7 +458,7 @@ class ClusterSim:
         """Prices change (read lazily from the series); background traffic changes capacities. True if link
         rates need recomputing."""
         self._tick_s = self.now_s + SECONDS_PER_HOUR
-        if self.world.scenario.network.background is not None:
+        if not self.world.scenario.network.fixed_line_rates:
             self.capacity_gbps = self._capacity_at(self.now_s)
             self._capacity_version += 1
             return True
@@ -520,8 +524,7 @@ class ClusterSim:
                 runs[-1] = (f, runs[-1][1] + n)
             else:
                 runs.append((f, n))
-        key = (job.profile_key, tuple(runs), float(sc.network.intra_bandwidth_gbps), float(sc.network.intra_latency_s),
-               sc.pipeline_schedule, self.exact_timing)
+        key = (job.profile_key, tuple(runs), fields_key(self.world, LOCAL_TIMING_FIELDS), self.exact_timing)
         cached = _LOCAL_ITERATION.get(key)
         if cached is None:
             if len(_LOCAL_ITERATION) >= LOCAL_ITERATION_CACHE_SIZE:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from geopipe_env.generator import sample_world
+from geopipe_env.generator import fields_key, layout_key, sample_world
 from geopipe_env.loader import load_builtin, load_scenario
 from tests.test_loader import base
 
@@ -53,12 +53,15 @@ def test_constant_price_is_the_series_annual_mean():
 def test_same_seed_same_world_and_gpu_types_enter_the_physics():
     scenario = load_builtin("geopipe-v0-wide")
     a, b = _worlds(scenario, 3, seed=7), _worlds(scenario, 3, seed=7)
+    drawn = ("num_gpus", "bandwidth_gbps", "tflops", "busy_watts", "idle_watts")
     for wa, wb in zip(a, b, strict=True):
-        assert wa.physics_key == wb.physics_key and len(wa.jobs) == len(wb.jobs)
+        assert fields_key(wa, drawn) == fields_key(wb, drawn) and len(wa.jobs) == len(wb.jobs)
         assert [j.lower_bound_s for j in wa.jobs] == [j.lower_bound_s for j in wb.jobs]
-    # Worlds with different GPU types never share layouts: the key holds the types.
-    keys = {w.physics_key for w in _worlds(scenario, 20)}
-    assert len(keys) == 20
+    # Worlds with different GPU types never share layouts: the key holds their power, and the jobs' profiles their
+    # stage times.
+    worlds = _worlds(scenario, 20)
+    assert len({layout_key(w) for w in worlds}) == 20
+    assert len({fields_key(w, ("tflops",)) for w in worlds}) > 1
 
 
 def test_mixed_fleets_redraw_until_every_job_fits():
