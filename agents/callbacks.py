@@ -16,11 +16,11 @@ import numpy as np
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 
-from agents.learning_curve import EVALUATIONS_FILE, SUMMARY_COLUMNS, plot_learning_curve, write_references
+from agents.learning_curve import (
+    EVALUATIONS_FILE, SUMMARY_COLUMNS, evaluate_agent, plot_learning_curve, summarize_episodes, write_references,
+)
 from agents.loading import VECNORMALIZE_SUFFIX, AgentPolicy
 from baselines import make_policy
-from baselines.stats import mean_ci
-from baselines.policy import Policy, play_episode
 
 METRICS_PREFIX = "geopipe/"
 REFERENCE_POLICIES = ("bace-pipe", "sjf")  # evaluated once on the same seeds, drawn on the learning curve
@@ -59,26 +59,6 @@ class EpisodeMetricsCallback(BaseCallback):
                 if isinstance(value, (int, float, np.number)) and not isinstance(value, bool) and math.isfinite(value):
                     self.logger.record_mean(METRICS_PREFIX + key, float(value))
         return True
-
-
-def evaluate_agent(policy: Policy, env: gym.Env, seeds: Sequence[int]) -> list[tuple[float, dict[str, float]]]:
-    """(return, episode metrics) of one episode per seed, acting with ``policy`` (masked, as ``evaluate.py`` does)."""
-    results = []
-    for seed in seeds:
-        episode_return, info = play_episode(env, policy, seed)
-        results.append((episode_return, info["episode_metrics"]))
-    return results
-
-
-def summarize_episodes(results: list[tuple[float, dict[str, float]]]) -> dict[str, float]:
-    """Mean and std of the returns, and the mean of two episode metrics, of :func:`evaluate_agent`'s results."""
-    returns = [r for r, _ in results]
-    return {
-        "mean_return": float(np.mean(returns)),
-        "std_return": float(np.std(returns)),
-        "mean_avg_jct_h": mean_ci(m["avg_jct_h"] for _, m in results).mean,  # NaN values (no job done) skipped
-        "mean_total_cost_usd": mean_ci(m["total_cost_usd"] for _, m in results).mean,
-    }
 
 
 def evaluate_references(run_dir: Path, env: gym.Env, seeds: Sequence[int], names: Sequence[str] = REFERENCE_POLICIES) -> None:

@@ -19,8 +19,15 @@ import csv
 import sys
 from pathlib import Path
 
+import gymnasium as gym
+import numpy as np
+import yaml
 from matplotlib import colormaps
 from matplotlib.figure import Figure
+
+from baselines import make_policy
+from baselines.policy import Policy, play_episode
+from baselines.stats import mean_ci
 
 EVALUATIONS_FILE = "evaluations.csv"
 REFERENCES_FILE = "reference_returns.csv"
@@ -56,14 +63,28 @@ def write_references(run_dir: Path, rows: list[dict[str, float | str]]) -> None:
         writer.writerows(rows)
 
 
+def evaluate_agent(policy: Policy, env: gym.Env, seeds: Sequence[int]) -> list[tuple[float, dict[str, float]]]:
+    """(return, episode metrics) of one episode per seed, acting with ``policy`` (masked, as ``evaluate.py`` does)."""
+    results = []
+    for seed in seeds:
+        episode_return, info = play_episode(env, policy, seed)
+        results.append((episode_return, info["episode_metrics"]))
+    return results
+
+
+def summarize_episodes(results: list[tuple[float, dict[str, float]]]) -> dict[str, float]:
+    """Mean and std of the returns, and the mean of two episode metrics, of :func:`evaluate_agent`'s results."""
+    returns = [r for r, _ in results]
+    return {
+        "mean_return": float(np.mean(returns)),
+        "std_return": float(np.std(returns)),
+        "mean_avg_jct_h": mean_ci(m["avg_jct_h"] for _, m in results).mean,  # NaN values (no job done) skipped
+        "mean_total_cost_usd": mean_ci(m["total_cost_usd"] for _, m in results).mean,
+    }
+
+
 def evaluate_run_references(run_dir: Path, names: list[str]) -> None:
     """Play ``names`` on the run's evaluation env and seeds and write them to ``reference_returns.csv``."""
-    import gymnasium as gym
-    import yaml
-
-    from agents.callbacks import evaluate_agent, summarize_episodes
-    from baselines import make_policy
-
     args = yaml.safe_load((run_dir / "args.yml").read_text())
     env_kwargs = yaml.safe_load((run_dir / "config.yml").read_text()).get("env_kwargs", {})
     seeds = range(args["eval_seed_start"], args["eval_seed_start"] + args["eval_episodes"])

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from gymnasium import spaces
+
+from agents.spaces import ObservationSpaceMismatch, check_spaces
 
 if TYPE_CHECKING:
     from baselines.policy import Policy
@@ -40,43 +41,6 @@ def train_extra_available() -> bool:
 def missing_train_extra(what: str, exc: ImportError) -> str:
     """A one-line message for an ``ImportError`` of the ``[train]`` extra: what needs it and how to install it."""
     return f"{what} needs the [train] extra ({exc.name or exc} is not installed): {TRAIN_EXTRA_INSTALL}"
-
-
-class ObservationSpaceMismatch(ValueError):
-    """The env's observation space is not the one the model was trained on."""
-
-
-def _describe(space: spaces.Space) -> str:
-    if isinstance(space, spaces.Dict):
-        return "{" + ", ".join(f"{k}: {v.shape}" for k, v in space.spaces.items()) + "}"
-    return str(space)
-
-
-# Observation keys whose size the env's arguments set (queue_slots, max_regions, strategies); the others are fixed
-# by the observation layout of the GeoPipe version.
-SIZED_BY_ARGUMENTS = ("regions", "links", "queue", "candidates")
-FIXED_BY_VERSION = ("global",)
-
-
-def check_spaces(model_space: spaces.Space, env_space: spaces.Space, source: str) -> None:
-    """Raise :class:`ObservationSpaceMismatch` with both layouts unless the spaces are equal, with a hint at the
-    likely cause: other env arguments, or an observation layout of another GeoPipe version."""
-    if model_space == env_space:
-        return
-    hint = "use an env with the same queue_slots / max_regions / strategies as at training"
-    if isinstance(model_space, spaces.Dict) and isinstance(env_space, spaces.Dict):
-        differing = {k for k in {*model_space.spaces, *env_space.spaces}
-                     if k not in model_space.spaces or k not in env_space.spaces
-                     or model_space[k].shape != env_space[k].shape}
-        fixed_by_version = differing - set(SIZED_BY_ARGUMENTS)
-        if fixed_by_version and fixed_by_version <= set(FIXED_BY_VERSION):
-            hint = (f"the observation layout differs in {', '.join(sorted(differing))}, which no env argument sets: the "
-                    "model was trained with another GeoPipe version; retrain it with this one (train.py) or load it "
-                    "with the version it was trained with")
-    raise ObservationSpaceMismatch(
-        f"{source} was trained on observations {_describe(model_space)} but the env gives {_describe(env_space)}; "
-        f"{hint}"
-    )
 
 
 class AgentPolicy:
@@ -179,3 +143,25 @@ def load_pretrained(name: str = PRETRAINED_AGENT, env: Any | None = None, determ
     site-packages alike; ``env`` and ``deterministic`` are as in :func:`load_agent`.
     """
     return load_agent(pretrained_path(name), env=env, deterministic=deterministic)
+
+
+class SavedAgents:
+    """The policy source of saved agents (``baselines.specs``), registered in the entry-point group
+    ``geopipe.policies``: an SB3 ``.zip`` or an RLlib checkpoint folder, and the shipped agent by default."""
+
+    def accepts(self, spec: str) -> bool:
+        return spec.lower().endswith(".zip") or Path(spec).is_dir()
+
+    def load(self, spec: str) -> Policy:
+        return load_agent(spec)
+
+    def defaults(self) -> list[str]:
+        return [str(pretrained_path())]
+
+    def unavailable(self) -> str | None:
+        if train_extra_available():
+            return None
+        return f"loading saved agents needs the [train] extra: {TRAIN_EXTRA_INSTALL}"
+
+
+SAVED_AGENTS = SavedAgents()

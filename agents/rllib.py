@@ -29,7 +29,7 @@ from ray.rllib.core.rl_module.rl_module import RLModule
 from ray.rllib.utils.torch_utils import FLOAT_MIN
 
 import geopipe_env  # noqa: F401  (registers the env ids in RLlib's worker processes)
-from agents.loading import check_spaces
+from agents.spaces import check_spaces
 
 MASK_KEY, OBS_KEY = "action_mask", "observations"
 # Where an Algorithm checkpoint (Algorithm.save_to_path) keeps the trained module.

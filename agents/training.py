@@ -11,7 +11,7 @@ The pieces ``geopipe-train`` (``agents.train_cli``) puts together, rl-baselines3
 * :func:`train`: builds (or resumes) the model and learns, with the callbacks of :mod:`agents.callbacks`; every run
   lives in its own folder (:func:`create_run_dir`, :func:`write_run_files`).
 
-Training seeds stay below :data:`baselines.evaluation.DEFAULT_SEED_START` (1000): seeds from there up are held
+Training seeds stay below :data:`baselines.policy.DEFAULT_SEED_START` (1000): seeds from there up are held
 out, and the periodic evaluation runs on them.
 """
 
@@ -40,7 +40,7 @@ from torch import nn
 import geopipe_env  # noqa: F401  (registers the env ids in this process)
 from agents.callbacks import CHECKPOINT_PREFIX, save_agent, training_callbacks, vecnormalize_path
 from agents.policies import CUSTOM_POLICIES
-from baselines.evaluation import DEFAULT_SEED_START
+from baselines.policy import DEFAULT_SEED_START
 from geopipe_env.env import GeoPipeEnv
 from geopipe_env.loader import StrictYamlLoader
 

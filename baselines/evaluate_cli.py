@@ -5,11 +5,14 @@ Examples::
     geopipe-evaluate                                        # every scripted policy and the shipped agent on GeoPipe-v0
     geopipe-evaluate --env GeoPipe-Paper-v0 my-world.yaml --policies cr-ldf lcf runs/ppo/model.zip --seeds 20
 
-A policy argument ending in .zip is a saved agent; an env argument ending in .yaml/.yml is a scenario file run on
-GeoPipe-v0. The slow rollout references (``rollout``, ``rollout-sjf``) run only when named in ``--policies``.
-Seeds are seed_start .. seed_start + N - 1 (default 1000..1009): seeds >= 1000 are held out for
-evaluation. ``python evaluate.py`` in a source checkout runs the same :func:`main`. The logic lives in
-``baselines.evaluation`` and ``baselines.plots``.
+A policy is a scripted policy's name, a saved agent (an SB3 .zip or an RLlib checkpoint folder), ``module:Class`` or
+``file.py:Class`` (your own class with the policy protocol), each optionally labelled ``label=POLICY``
+(``baselines.specs``); an env argument ending in .yaml/.yml is a scenario file run on GeoPipe-v0. The slow rollout
+references (``rollout``, ``rollout-sjf``) run only when named in ``--policies``. Seeds are seed_start ..
+seed_start + N - 1 (default 1000..1009): seeds >= 1000 are held out for evaluation. ``python evaluate.py`` in a
+source checkout runs the same :func:`main`. The logic lives in ``baselines.specs`` (what to run),
+``baselines.episodes`` (running it), ``baselines.summary`` (statistics), ``baselines.report`` and
+``baselines.plots`` (output).
 """
 
 from __future__ import annotations
@@ -20,32 +23,18 @@ import sys
 import time
 from pathlib import Path
 
-from agents.loading import TRAIN_EXTRA_INSTALL, train_extra_available
 from baselines import SLOW_REFERENCES, policy_names
 from baselines.cli import OneLineErrorParser, command_line, int_at_least
-from baselines.evaluation import (
-    DEFAULT_ENV_ID,
-    DEFAULT_SEED_START,
-    REFERENCE_POLICY,
-    RESULTS_FILES,
-    EvaluationInputError,
-    check_inputs,
-    check_output_folder,
-    default_policy_specs,
-    is_agent_spec,
-    held_out_warning,
-    improvement_across_envs,
-    improvement_table,
-    markdown_tables,
-    paired_differences,
-    paired_tables,
-    parse_env,
-    provenance,
-    run_episodes,
-    summarize,
-    write_csv,
+from baselines.episodes import run_episodes
+from baselines.policy import DEFAULT_SEED_START
+from baselines.report import (
+    RESULTS_FILES, check_output_folder, improvement_table, markdown_tables, paired_tables, provenance, write_csv,
     write_json,
 )
+from baselines.specs import (
+    DEFAULT_ENV_ID, EvaluationInputError, check_inputs, default_policy_specs, held_out_warning, is_scripted, parse_env,
+)
+from baselines.summary import REFERENCE_POLICY, improvement_across_envs, paired_differences, summarize
 
 PROG = "geopipe-evaluate"
 DEFAULT_EPISODES = 10
@@ -65,7 +54,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--policies", nargs="+", metavar="POLICY",
-        help="scripted policy names or saved agents (SB3 .zip, or an RLlib checkpoint folder) "
+        help="scripted policy names, saved agents (SB3 .zip, or an RLlib checkpoint folder), or module:Class / "
+        "file.py:Class of your own; LABEL=POLICY names one in the tables "
         "(default: every scripted policy and the shipped agent, without the slow rollout references)",
     )
     parser.add_argument(
@@ -92,10 +82,9 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     if args.policies:
         policy_specs = list(dict.fromkeys(args.policies))
     else:
-        with_agent = train_extra_available()
-        if not with_agent:
-            print(f"{prog}: note: the shipped agent is left out; loading it needs the [train] extra: {TRAIN_EXTRA_INSTALL}", file=sys.stderr)
-        policy_specs = default_policy_specs(include_agent=with_agent)
+        policy_specs, notes = default_policy_specs()
+        for note in notes:
+            print(f"{prog}: note: {note}", file=sys.stderr)
     seeds = list(range(args.seed_start, args.seed_start + args.episodes))
     if args.ray_address is not None and args.backend != "ray":
         parser.error("--ray-address needs --backend ray")
@@ -121,9 +110,9 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     )
     summary = summarize(rows)
     print(markdown_tables(summary, seeds))
-    # Paired return differences: each saved agent against every other policy, else bace-pipe against the rest.
-    agent_names = [name for name, spec in zip(names, policy_specs) if is_agent_spec(spec)]
-    subjects = agent_names or [REFERENCE_POLICY]
+    # Paired return differences: each learned or own policy against every other, else bace-pipe against the rest.
+    learned = [name for name, spec in zip(names, policy_specs) if not is_scripted(spec)]
+    subjects = learned or [REFERENCE_POLICY]
     differences = paired_differences(rows, subjects)
     print(paired_tables(differences))
     # Probabilities of improvement are free of each env's scale of returns, so they can be pooled over envs.

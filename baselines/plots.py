@@ -1,4 +1,4 @@
-"""Figures of an evaluation (``baselines.evaluation``): one set of PNGs per env, file names prefixed by its slug.
+"""Figures of an evaluation (``baselines.summary``): one set of PNGs per env, file names prefixed by its slug.
 
 - ``<slug>_paired_differences.png``: each policy's per-seed difference to the reference policy in average JCT,
   total cost and return (dots), with the mean and its 95% CI. Pairing by seed removes the workload's and prices'
@@ -24,7 +24,7 @@ import numpy as np
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 
-from baselines.evaluation import REFERENCE_POLICY, RETURN_KEY, paired_values, pareto_front
+from baselines.summary import REFERENCE_POLICY, RETURN_KEY, paired_values, pareto_front
 from baselines.stats import CONFIDENCE, mean_ci
 
 DPI = 120

@@ -8,7 +8,7 @@ Needs the ``ray`` extra (``pip install -e ".[ray]"``); this module imports ``ray
 import time), then starts a local Ray instance or joins the cluster at an address. The project's packages reach
 the workers through ``runtime_env["py_modules"]``, so a worker node needs the dependencies but not the project.
 
-:func:`run_tasks` runs :func:`baselines.evaluation.run_episode` tasks in chunks, one Ray task per chunk, so that
+:func:`run_tasks` runs :func:`baselines.episodes.run_episode` tasks in chunks, one Ray task per chunk, so that
 scheduling and result transfer are paid per chunk rather than per episode (a toy episode takes milliseconds), and
 returns the rows in the order of the tasks.
 """
@@ -17,19 +17,23 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import importlib.metadata
 import ipaddress
 import math
 import os
 import secrets
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from tqdm import tqdm
 
+import baselines
+import geopipe_env
+from baselines.specs import ENTRY_POINT_GROUP, portable_spec
 from baselines.threads import limit_worker_threads, one_thread_env
 
 INSTALL_COMMANDS = {"ray": 'pip install -e ".[ray]"', "rllib": 'pip install -e ".[rllib]"'}
@@ -96,12 +100,13 @@ def prepare_environment(address: str | None = None) -> None:
 
 
 def runtime_env() -> dict[str, Any]:
-    """The job's runtime environment: the project's packages as ``py_modules`` and one compute thread per worker."""
-    import agents
-    import baselines
-    import geopipe_env
-
-    return {"py_modules": [geopipe_env, baselines, agents], "env_vars": one_thread_env(), "excludes": ["__pycache__", "*.pyc"]}
+    """The job's runtime environment: the project's packages and those of the registered policy sources
+    (``baselines.specs``) as ``py_modules``, and one compute thread per worker."""
+    packages = {"geopipe_env": geopipe_env, "baselines": baselines}
+    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        top = ep.module.split(".")[0]
+        packages.setdefault(top, importlib.import_module(top))
+    return {"py_modules": list(packages.values()), "env_vars": one_thread_env(), "excludes": ["__pycache__", "*.pyc"]}
 
 
 def connect(address: str | None = None, num_cpus: int | None = None, extra: str = "ray") -> ModuleType:
@@ -143,22 +148,19 @@ def portable_task(task: tuple) -> tuple:
     env_spec, policy_spec, *rest = task
     if env_spec.scenario is not None and Path(env_spec.scenario).exists():
         env_spec = dataclasses.replace(env_spec, scenario=str(Path(env_spec.scenario).resolve()))
-    if Path(policy_spec).exists():
-        policy_spec = str(Path(policy_spec).resolve())
-    return (env_spec, policy_spec, *rest)
+    return (env_spec, portable_spec(policy_spec), *rest)
 
 
-def run_chunk(tasks: Sequence[tuple]) -> list[dict[str, Any]]:
-    """The rows of ``tasks`` (argument tuples of :func:`baselines.evaluation.run_episode`), in order; the body of
-    one Ray task."""
-    from baselines.evaluation import run_episode
-
+def run_chunk(episode: Callable[..., dict[str, Any]], tasks: Sequence[tuple]) -> list[dict[str, Any]]:
+    """``episode(*task)`` for each of ``tasks``, in order; the body of one Ray task."""
     limit_worker_threads()
-    return [run_episode(*task) for task in tasks]
+    return [episode(*task) for task in tasks]
 
 
-def run_tasks(tasks: Sequence[tuple], address: str | None, num_cpus: int | None, progress: bool = True) -> list[dict[str, Any]]:
-    """Every task's row, in the order of ``tasks``, computed by Ray tasks of several episodes each.
+def run_tasks(episode: Callable[..., dict[str, Any]], tasks: Sequence[tuple], address: str | None,
+              num_cpus: int | None, progress: bool = True) -> list[dict[str, Any]]:
+    """``episode(*task)`` for every task (``baselines.episodes.run_episode`` and its argument tuples), in the order
+    of ``tasks``, computed by Ray tasks of several episodes each.
 
     Starts a local instance with ``num_cpus`` CPUs (``address`` None) or joins the cluster at ``address``, and
     leaves it when done.
@@ -167,7 +169,7 @@ def run_tasks(tasks: Sequence[tuple], address: str | None, num_cpus: int | None,
     try:
         remote_chunk = ray.remote(num_cpus=1)(run_chunk)
         chunks = chunk_indices(len(tasks), ray.cluster_resources().get("CPU", 1))
-        pending = {remote_chunk.remote([portable_task(tasks[i]) for i in chunk]): chunk for chunk in chunks}
+        pending = {remote_chunk.remote(episode, [portable_task(tasks[i]) for i in chunk]): chunk for chunk in chunks}
         rows: list[dict[str, Any] | None] = [None] * len(tasks)
         with tqdm(total=len(tasks), desc="episodes", unit="ep", disable=not progress) as bar:
             while pending:

@@ -27,7 +27,7 @@ import numpy as np
 import geopipe_env  # noqa: F401  (registers the env ids)
 from baselines import make_policy
 from baselines.bace import BacePipePolicy
-from baselines.evaluation import mean_ci
+from baselines.stats import mean_ci
 from baselines.policy import play_episode
 from geopipe_env.placement import BaceReading, bace_pipe
 from geopipe_env.strategies import register_strategy, strategy_names

@@ -18,7 +18,7 @@ import sys
 import numpy as np
 import results_file
 
-from baselines.evaluation import mean_ci
+from baselines.stats import mean_ci
 
 REFERENCE = "bace-pipe"
 

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from baselines import ray_backend  # noqa: E402
-from baselines.evaluation import parse_env  # noqa: E402
+from baselines.specs import parse_env  # noqa: E402
 
 NODE_ARGS = {"num_cpus": 1, "node_ip_address": "127.0.0.1", "include_dashboard": False}
 

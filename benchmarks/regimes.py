@@ -40,7 +40,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from baselines.evaluation import EnvSpec, run_episodes
+from baselines.specs import EnvSpec
+from baselines.episodes import run_episodes
 from geopipe_env.catalog import GPU_CATALOG, MODEL_CATALOG
 from geopipe_env.generator import sample_world
 from geopipe_env.loader import SCENARIO_DIR, load_scenario

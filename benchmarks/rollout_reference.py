@@ -31,7 +31,9 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from baselines.evaluation import DEFAULT_SEED_START, build_policy, parse_env, provenance  # noqa: E402
+from baselines.policy import DEFAULT_SEED_START  # noqa: E402
+from baselines.specs import build_policy, parse_env  # noqa: E402
+from baselines.report import provenance  # noqa: E402
 from baselines.policy import play_episode  # noqa: E402
 from baselines.rollout import RolloutPolicy  # noqa: E402
 from baselines.stats import mean_ci  # noqa: E402

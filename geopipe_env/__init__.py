@@ -1,18 +1,9 @@
 """GeoPipe: a Gymnasium benchmark for scheduling multi-tenant pipeline-parallel LLM training across
 geo-distributed GPU clusters.
 
-Layers (each module imports only from layers below it):
-  1. ``units``, ``catalog``                         units and built-in catalogs
-  2. ``scenario``, ``bundled``                      frozen scenario types, bundled data
-  3. ``physics.*``, ``sizing``                      pipeline timing, schedule simulation, bandwidth, energy, K* sizing;
-                                                    ``physics.kernels``: their compiled (numba) counterparts
-  4. ``loader``, ``generator``, ``engine``, ``simulator``, ``layout_table``  YAML loading and validation,
-                                                    per-episode worlds, event heap, cluster simulator, layouts as
-                                                    flat arrays for compiled code
-  5. ``placement``, ``candidate_kernels``, ``candidate_table``  named placement strategies; the candidate table of
-                                                    the built-in strategies in compiled code
-  6. ``observation``, ``env``                       observation encoding and the Gymnasium env
-  7. ``render``                                     ANSI and RGB rendering
+The package is built in layers (:data:`LAYERS`): each module imports only from its own layer and the layers below
+it (``tests/test_layers.py`` checks every import, and that no two modules import each other, even inside a
+function). ``docs/design.md`` draws them.
 """
 
 from gymnasium.envs.registration import register
@@ -31,4 +22,20 @@ ENV_IDS = {
 for _env_id, _scenario in ENV_IDS.items():
     register(id=_env_id, entry_point="geopipe_env.env:GeoPipeEnv", kwargs={"scenario": _scenario})
 
-__all__ = ["ENV_IDS", "__version__"]
+# Each module's layer: 1 units, catalogs, table declarations and how code is compiled; 2 scenario types and bundled
+# data; 3 physics (pipeline timing, schedules, bandwidth sharing, energy) and job sizing; 4 scenario loading,
+# per-episode worlds, the event heap, the simulator and its compiled kernels, the layout table; 5 placement
+# strategies and their compiled twins; 6 the observation, the decision backends, rendering and the env; 7 the numpy
+# specification of the compiled code, which only the tests run.
+LAYERS = {
+    "units": 1, "catalog": 1, "tables": 1, "compiled": 1,
+    "scenario": 2, "bundled": 2,
+    "physics": 3, "physics.pipeline": 3, "physics.schedule": 3, "physics.network": 3, "physics.energy": 3, "sizing": 3,
+    "loader": 4, "schema": 4, "generator": 4, "synthetic": 4, "engine": 4, "simulator": 4, "sim_kernels": 4,
+    "layout_table": 4,
+    "placement": 5, "candidate_kernels": 5, "strategies": 5,
+    "observation": 6, "decision": 6, "render": 6, "env": 6,
+    "reference": 7,
+}
+
+__all__ = ["ENV_IDS", "LAYERS", "__version__"]

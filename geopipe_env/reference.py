@@ -1,4 +1,4 @@
-"""The specification of the compiled code: the same formulas written plainly with numpy arrays.
+"""Layer 7: the specification of the compiled code, the same formulas written plainly with numpy arrays.
 
 The decision path runs compiled code (:data:`geopipe_env.compiled.jit`) that is written for speed: loops over flat
 arrays, tables of precomputed indices, lines folded ahead of time. This module writes what that code computes the
@@ -155,7 +155,6 @@ def _one_f_one_b_extra_s(
     return _longest_s(fixed_paths(forward_s, backward_s, stage_s, hop_transfer_s, hop_latency_s, n), link_step_s)
 
 
-
 def iteration_time(
     forward_s: np.ndarray,
     backward_s: np.ndarray,
@@ -165,20 +164,7 @@ def iteration_time(
     schedule: str = ONE_F_ONE_B,
     min_cadence_s: float = 0.0,
 ) -> IterationTime:
-    """Analytic iteration time of one pipeline (see the module docstring for the derivation).
-
-    Args:
-        forward_s: (S,) forward time per micro-batch of each stage.
-        backward_s: (S,) backward time per micro-batch of each stage.
-        hop_transfer_s: (S−1,) time to put one message on each boundary's link at its line rate.
-        hop_latency_s: (S−1,) one-way latency of each boundary.
-        num_microbatches: M.
-        schedule: ``"1f1b"`` or ``"gpipe"``.
-        min_cadence_s: a floor on the steady-state cadence imposed by a bandwidth share below the link's line
-            rate (message bytes / allocated rate); 0 when the job is not throttled. It floors the time per
-            micro-batch only; a throttled hop's fill and drain queueing is modelled by passing its throttled
-            message time in ``hop_transfer_s`` instead.
-    """
+    """``pipeline.iteration_time`` (arguments alike), with the whole 1F1B path family of numpy arrays."""
     m = num_microbatches
     stage_s = forward_s + backward_s
     compute_total = float(stage_s.sum())
@@ -192,9 +178,6 @@ def iteration_time(
         total = compute_total + fill + extra
     busy = m * float(stage_s.max())
     return IterationTime(total_s=total, compute_s=busy, comm_s=fill, bubble_s=max(total - busy - fill, 0.0))
-
-
-# How an IterationModel evaluates (ModelParts.kind).
 
 
 class ModelParts(NamedTuple):

@@ -1,4 +1,4 @@
-"""Layer 7: rendering (may import any layer below it).
+"""Layer 6: rendering (reads the env through :class:`RenderedEnv`; imports the layers below).
 
 ``render_ansi(env)`` draws a plain-ASCII dashboard and ``render_rgb(env)`` a matplotlib picture of the same state.
 Both read one :class:`Dashboard` snapshot built by :func:`dashboard`, so the two views never disagree on what
@@ -9,7 +9,7 @@ safe in subprocess vector envs and its memory is freed with the figure.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 from matplotlib import colormaps
@@ -21,11 +21,24 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Circle, Rectangle, Wedge
 from matplotlib.ticker import MaxNLocator
 
-from geopipe_env.simulator import JobStatus
+from geopipe_env.generator import World
+from geopipe_env.placement import CandidateInfo
+from geopipe_env.scenario import Scenario
+from geopipe_env.simulator import ClusterSim, JobStatus
 from geopipe_env.units import SECONDS_PER_HOUR
 
-if TYPE_CHECKING:
-    from geopipe_env.env import GeoPipeEnv
+
+class RenderedEnv(Protocol):
+    """What rendering reads of an env (``GeoPipeEnv`` has it): its episode's simulator and world, its scenario, its
+    table sizes and the candidate behind each action."""
+
+    sim: ClusterSim | None
+    world: World | None
+    scenario: Scenario
+    queue_slots: int
+    num_strategies: int
+
+    def candidate(self, slot: int, strategy: int) -> CandidateInfo | None: ...
 
 HOURS_PER_DAY = 24.0
 MINUTES_PER_HOUR = 60
@@ -151,7 +164,7 @@ class Dashboard:
     links: tuple[LinkRow, ...]  # every directed link, idle ones included
 
 
-def dashboard(env: GeoPipeEnv) -> Dashboard:
+def dashboard(env: RenderedEnv) -> Dashboard:
     """Snapshot the unwrapped env's current state for rendering."""
     sim, world = env.sim, env.world
     if sim is None:
@@ -243,7 +256,7 @@ def _path_text(path: tuple[tuple[int, int], ...], regions: tuple[RegionRow, ...]
     return " -> ".join(f"{regions[r].region_id} x{n}" for r, n in path)
 
 
-def render_ansi(env: GeoPipeEnv) -> str:
+def render_ansi(env: RenderedEnv) -> str:
     """A plain-ASCII dashboard of the env's state, every line at most ``MAX_LINE_CHARS`` characters."""
     d = dashboard(env)
     idw = max([len(r.region_id) for r in d.regions] + [len("region")])
@@ -444,7 +457,7 @@ def _job_key(ax: Axes, running: tuple[RunningRow, ...], job_cmap: Colormap) -> N
         ax.text(KEY_LEFT, y_more, more, transform=ax.transAxes, ha="left", va="center", fontsize=FONT_SIZE_PT - 1)
 
 
-def render_rgb(env: GeoPipeEnv) -> np.ndarray:
+def render_rgb(env: RenderedEnv) -> np.ndarray:
     """(H, W, 3) uint8 picture of the env's state; H and W are fixed by ``FIGURE_SIZE_IN`` and ``FIGURE_DPI``."""
     d = dashboard(env)
     fig = Figure(figsize=FIGURE_SIZE_IN, dpi=FIGURE_DPI)

@@ -1,4 +1,5 @@
-"""evaluate.py and baselines.evaluation: the episode runner, its statistics and its outputs."""
+"""evaluate.py and the evaluation harness (baselines.specs, episodes, summary, report): the episode runner, its
+statistics and its outputs."""
 
 import csv
 import json
@@ -14,18 +15,11 @@ from conftest import load_script
 
 import geopipe_env
 from agents import pretrained_path
-from baselines import evaluate_cli, evaluation, policy_names
-from baselines.evaluation import (
-    _git_state,
-    change_vs_reference_pct,
-    improvement_across_envs,
-    paired_differences,
-    paired_tables,
-    pareto_front,
-    parse_env,
-    run_episodes,
-    worker_pool,
-)
+from baselines import episodes, evaluate_cli, policy_names
+from baselines.report import _git_state, paired_tables
+from baselines.summary import change_vs_reference_pct, improvement_across_envs, paired_differences, pareto_front
+from baselines.specs import parse_env
+from baselines.episodes import run_episodes, worker_pool
 from baselines.stats import holm, mean_ci, t_critical, t_test_p_value
 
 evaluate = load_script("evaluate")
@@ -268,13 +262,13 @@ def test_in_process_agent_episodes_run_torch_on_one_thread(monkeypatch):
     """With --workers 1 a saved agent's episodes run on one torch thread, and the caller's count is restored."""
     torch = pytest.importorskip("torch")
     seen = []
-    real = evaluation.run_episode
+    real = episodes.run_episode
 
     def spy(*args):
         seen.append(torch.get_num_threads())
         return real(*args)
 
-    monkeypatch.setattr(evaluation, "run_episode", spy)
+    monkeypatch.setattr(episodes, "run_episode", spy)
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
@@ -282,3 +276,66 @@ def test_in_process_agent_episodes_run_torch_on_one_thread(monkeypatch):
         assert seen == [1] and torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(threads)
+
+
+OWN_POLICY = '''
+import numpy as np
+
+
+class FirstValid:
+    """The first valid launch, else wait."""
+
+    name = "first-valid"
+    env_kwargs = {}
+
+    def reset(self, env):
+        self.wait = env.unwrapped.wait_action
+
+    def act(self, obs, info):
+        valid = np.flatnonzero(info["action_mask"][: self.wait])
+        return int(valid[0]) if valid.size else self.wait
+
+
+class NoAct:
+    name = "broken"
+    env_kwargs = {}
+
+    def reset(self, env):
+        pass
+'''
+
+
+def test_own_policies_by_file_module_and_label(tmp_path, monkeypatch, capsys):
+    """``file.py:Class`` and ``module:Class`` evaluate a class of one's own, ``label=`` renames a policy, and the own
+    policy is the subject of the paired comparisons."""
+    (tmp_path / "own_policies.py").write_text(OWN_POLICY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "out"
+    argv = ["--env", TOY, "--policies", "lcf", f"{tmp_path / 'own_policies.py'}:FirstValid", "mine=own_policies:FirstValid",
+            "--seeds", "2", "--workers", "1", "--no-plots", "--out", str(out)]
+    assert evaluate.main(argv) == 0
+    printed = capsys.readouterr().out
+    rows = (out / "results.csv").read_text().splitlines()[1:]
+    assert sorted({row.split(",")[1] for row in rows}) == ["first-valid", "lcf", "mine"]
+    assert "paired return difference, first-valid − policy" in printed and "mine − policy" in printed
+    # The same policy under two names plays the same episodes.
+    by_policy = {}
+    for row in rows:
+        env, policy, seed, ret = row.split(",")[:4]
+        by_policy.setdefault(policy, []).append(ret)
+    assert by_policy["mine"] == by_policy["first-valid"]
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("own_policies:NoAct", "does not follow the policy protocol: it has no act"),
+    ("own_policies:Missing", "has no Missing"),
+    ("no_such_module_here:X", "cannot import no_such_module_here"),
+    ("nowhere/own.py:X", "no file nowhere/own.py"),
+])
+def test_bad_own_policies_are_one_line_errors(tmp_path, monkeypatch, capsys, spec, message):
+    (tmp_path / "own_policies.py").write_text(OWN_POLICY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(SystemExit) as exc:
+        evaluate.main(["--env", TOY, "--policies", spec, "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and message in err and err.count("\n") == 1, err

@@ -126,7 +126,7 @@ def test_without_the_train_extra_evaluation_runs_and_training_says_what_to_insta
     assert result.returncode == 0, result.stderr
     messages = json.loads(result.stdout)
     code, note = messages["default"]
-    assert code == 0 and "shipped agent is left out" in note and "geopipe[train]" in note
+    assert code == 0 and "geopipe_v0_maskable_ppo.zip is left out" in note and "geopipe[train]" in note
     rows = (tmp_path / "ok" / "results.csv").read_text().splitlines()[1:]
     assert sorted(row.split(",")[1] for row in rows) == sorted(policy_names(include_aliases=False))
     for name in ("agent", "train"):

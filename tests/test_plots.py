@@ -4,7 +4,7 @@ import numpy as np
 from matplotlib.image import imread
 
 from baselines import plots
-from baselines.evaluation import summarize
+from baselines.summary import summarize
 
 NUM_POLICIES = 12
 NAMES = ["bace-pipe", *(f"policy-{i}" for i in range(1, NUM_POLICIES))]

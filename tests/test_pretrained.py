@@ -8,7 +8,7 @@ import pytest
 import agents
 import geopipe_env  # noqa: F401
 from agents import load_agent, load_pretrained, pretrained_path
-from baselines.evaluation import default_policy_specs
+from baselines.specs import default_policy_specs
 from baselines.policy import play_episode
 
 PRETRAINED = Path(agents.__file__).resolve().parent / "pretrained"
@@ -19,7 +19,8 @@ def test_shipped_agent_has_its_files_and_is_evaluated_by_default():
     """The model travels with its normalisation statistics, and geopipe-evaluate includes it without arguments."""
     assert AGENT.is_file() and AGENT.with_name(AGENT.stem + "_vecnormalize.pkl").is_file()
     assert pretrained_path() == AGENT
-    assert default_policy_specs()[-1] == str(AGENT) and str(AGENT) not in default_policy_specs(include_agent=False)
+    specs, notes = default_policy_specs()
+    assert specs[-1] == str(AGENT) and not notes
 
 
 def test_load_pretrained_finds_the_agent_through_the_package(tmp_path, monkeypatch):

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from baselines.evaluation import parse_env, run_episode
+from baselines.specs import parse_env
+from baselines.episodes import run_episode
 from baselines.ray_backend import chunk_indices, is_loopback, portable_task
 from baselines.threads import limit_worker_threads
 
@@ -23,7 +24,7 @@ def _python(code: str) -> subprocess.CompletedProcess:
 def test_core_packages_never_import_ray():
     """Importing geopipe_env, baselines and agents, with their CLIs' modules and the Ray layer's entry points, loads no ray."""
     result = _python(
-        "import sys, geopipe_env, baselines, agents, baselines.evaluation, baselines.ray_backend, agents.training, "
+        "import sys, geopipe_env, baselines, agents, baselines.specs, baselines.episodes, baselines.ray_backend, agents.training, "
         "agents.loading, agents.rllib_training, evaluate, train\n"
         "loaded = sorted(m for m in sys.modules if m == 'ray' or m.startswith('ray.'))\n"
         "assert not loaded, loaded"

@@ -7,7 +7,8 @@ import pytest
 from conftest import load_script
 
 from baselines import ray_backend
-from baselines.evaluation import parse_env, run_episodes
+from baselines.specs import parse_env
+from baselines.episodes import run_episodes
 
 ray_backend.prepare_environment()  # before ray is imported: 127.0.0.1 only, token auth, files in the temp folder
 ray = pytest.importorskip("ray")

@@ -12,7 +12,7 @@ import pytest
 
 import geopipe_env  # noqa: F401
 from baselines import SLOW_REFERENCES, Policy, make_policy, policy_names
-from baselines.evaluation import default_policy_specs
+from baselines.specs import default_policy_specs
 from baselines.policy import play_episode
 from baselines.rollout import RolloutPolicy
 
@@ -90,7 +90,7 @@ def test_rollout_is_out_of_the_default_policy_lists():
     assert set(SLOW_REFERENCES) == {"rollout", "rollout-sjf"}
     assert not set(SLOW_REFERENCES) & (set(policy_names()) | set(policy_names(include_aliases=False)))
     assert set(SLOW_REFERENCES) <= set(policy_names(include_slow=True))
-    assert not set(SLOW_REFERENCES) & set(default_policy_specs(include_agent=False))
+    assert not set(SLOW_REFERENCES) & set(default_policy_specs()[0])
 
 
 @pytest.mark.parametrize("bad", [-1, 1.5, True, "4"])

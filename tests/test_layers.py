@@ -1,0 +1,52 @@
+"""The code's structure: every module of ``geopipe_env`` imports only from its own layer and below
+(``geopipe_env.LAYERS``); no two modules of the project import each other, not even inside a function; the core
+imports neither the training, Ray nor evaluation packages, and ``baselines`` does not import ``agents``."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import networkx as nx
+
+from geopipe_env import LAYERS
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from layers_figure import import_graph, imports, modules  # noqa: E402
+
+
+def test_no_module_imports_another_that_imports_it_back():
+    """The import graph of the three packages has no cycle, lazy imports included."""
+    cycles = list(nx.simple_cycles(import_graph()))
+    assert not cycles, cycles
+
+
+def test_the_core_imports_only_downwards():
+    """Each geopipe_env module has a layer, and imports only from its layer and below."""
+    graph = import_graph()
+    core = {n for n in graph if n.startswith("geopipe_env.")}
+    assert {n.removeprefix("geopipe_env.") for n in core} == set(LAYERS)
+    upward = [
+        (src, dst) for src, dst in graph.edges
+        if src in core and dst in core and LAYERS[dst.removeprefix("geopipe_env.")] > LAYERS[src.removeprefix("geopipe_env.")]
+    ]
+    assert not upward, upward
+
+
+def test_packages_depend_one_way():
+    """geopipe_env imports neither baselines nor agents, nor training, Ray or RL stacks; baselines imports no agents."""
+    for name, path in modules().items():
+        roots = {imported.split(".")[0] for imported in imports(path)}
+        if name.startswith("geopipe_env"):
+            assert not roots & {"baselines", "agents", "torch", "stable_baselines3", "sb3_contrib", "ray", "tensorboard"}, name
+        if name.startswith("baselines"):
+            assert "agents" not in roots, name
+
+
+def test_each_core_module_says_its_layer():
+    """A geopipe_env module's docstring opens with its layer, as LAYERS has it (a reader knows where they are)."""
+    for name, path in modules().items():
+        if name.startswith("geopipe_env.") and path.name != "__init__.py" or name == "geopipe_env.physics":
+            doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+            assert doc.startswith(f"Layer {LAYERS[name.removeprefix('geopipe_env.')]}:"), name
