@@ -33,6 +33,7 @@ COMPILED_SOURCES = (
     "physics/energy.py",
     "physics/network.py",
     "physics/pipeline.py",
+    "physics/schedule.py",
     "sim_kernels.py",
     "layout_table.py",
     "candidate_kernels.py",

@@ -16,7 +16,7 @@ import pytest
 
 from geopipe_env.physics import pipeline
 from geopipe_env.physics.pipeline import GPIPE, ONE_F_ONE_B, SCHEDULES
-from geopipe_env.physics.schedule import simulate_schedule, stage_op_order
+from geopipe_env.physics.schedule import F, ShapeError, program, simulate_schedule
 
 EXACT_REL_TOL = 1e-9  # for quantities that must agree up to float rounding
 # Analytic 1F1B vs the exact schedule: every analytic term is a path in the schedule's DAG, so it never exceeds
@@ -179,6 +179,12 @@ def test_iterations_for_closed_form() -> None:
 # --- the exact schedule -----------------------------------------------------------------------------------------
 
 
+def stage_op_order(stage: int, num_stages: int, m: int, schedule: str) -> list[tuple[int, int]]:
+    """One stage's (kind, micro-batch) order in a one-chunk program (kind 0 = F, 1 = B)."""
+    prog = program(schedule, num_stages, m)
+    return [(int(k), int(j)) for k, c, j in prog.ops[prog.device_ops[stage]:prog.device_ops[stage + 1]]]
+
+
 def test_stage_op_orders_follow_the_schedule_tables() -> None:
     """GPipe runs all forwards, then all backwards; 1F1B stage i runs min(S−i−1, M) forwards first, then alternates."""
     assert stage_op_order(0, 3, 2, GPIPE) == [(0, 0), (0, 1), (1, 0), (1, 1)]
@@ -188,8 +194,9 @@ def test_stage_op_orders_follow_the_schedule_tables() -> None:
     ]
     assert stage_op_order(3, 4, 3, ONE_F_ONE_B) == [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (1, 2)]
     assert stage_op_order(0, 8, 2, ONE_F_ONE_B) == [(0, 0), (0, 1), (1, 0), (1, 1)]
-    with pytest.raises(ValueError):
-        stage_op_order(0, 2, 2, "zero-bubble")
+    assert F == 0
+    with pytest.raises(ShapeError):
+        program("zero-bubble", 2, 2)
 
 
 def test_exact_gpipe_hand_trace_with_link_queueing() -> None:
@@ -199,7 +206,7 @@ def test_exact_gpipe_hand_trace_with_link_queueing() -> None:
     # Stage 0: B0 11–12, B1 13–14.
     result = simulate_schedule(np.ones(2), np.ones(2), np.array([2.0]), np.array([1.0]), 2, GPIPE)
     assert result.total_s == pytest.approx(14.0, rel=EXACT_REL_TOL)
-    np.testing.assert_allclose(result.stage_end_s, [14.0, 9.0])
+    np.testing.assert_allclose(result.end_s, [14.0, 9.0])
 
 
 def test_exact_one_f_one_b_hand_trace() -> None:
@@ -208,7 +215,7 @@ def test_exact_one_f_one_b_hand_trace() -> None:
     # Stage 0: B0 6–8, F2 8–9, B1 9–11. Stage 1: F2 10–11, B2 11–13. Stage 0: B2 14–16.
     result = simulate_schedule(np.ones(2), np.full(2, 2.0), np.zeros(1), np.ones(1), 3, ONE_F_ONE_B)
     assert result.total_s == pytest.approx(16.0, rel=EXACT_REL_TOL)
-    np.testing.assert_array_equal(result.peak_in_flight, [2, 1])
+    np.testing.assert_array_equal(result.peak_activation, [2, 1])
 
 
 def test_simulate_rejects_bad_inputs() -> None:
@@ -217,7 +224,7 @@ def test_simulate_rejects_bad_inputs() -> None:
         simulate_schedule(np.ones(3), np.ones(3), np.zeros(1), np.zeros(1), 4)
     with pytest.raises(ValueError):
         simulate_schedule(np.ones(2), np.ones(2), np.zeros(1), np.zeros(1), 0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ShapeError, match="pipeline_schedule"):
         simulate_schedule(np.ones(2), np.ones(2), np.zeros(1), np.zeros(1), 4, "interleaved")
 
 
@@ -241,11 +248,11 @@ def test_gpipe_and_one_f_one_b_runtime_equal_but_peaks_differ() -> None:
         gpipe = simulate_schedule(*case, m, GPIPE)
         one_f_one_b = simulate_schedule(*case, m, ONE_F_ONE_B)
         assert one_f_one_b.total_s == pytest.approx(gpipe.total_s, rel=EXACT_REL_TOL)
-        np.testing.assert_array_equal(gpipe.peak_in_flight, np.full(num_stages, m))
-        np.testing.assert_array_equal(one_f_one_b.peak_in_flight, np.minimum(num_stages - np.arange(num_stages), m))
-        assert one_f_one_b.peak_in_flight[0] == min(num_stages, m)
+        np.testing.assert_array_equal(gpipe.peak_activation, np.full(num_stages, m))
+        np.testing.assert_array_equal(one_f_one_b.peak_activation, np.minimum(num_stages - np.arange(num_stages), m))
+        assert one_f_one_b.peak_activation[0] == min(num_stages, m)
         if m > num_stages:
-            assert one_f_one_b.peak_in_flight.max() < gpipe.peak_in_flight.max() == m
+            assert one_f_one_b.peak_activation.max() < gpipe.peak_activation.max() == m
 
 
 # --- analytic vs exact ------------------------------------------------------------------------------------------

@@ -59,6 +59,7 @@ from typing import NamedTuple
 import numpy as np
 
 from geopipe_env.compiled import jit, pairwise_sum
+from geopipe_env.physics.schedule import GPIPE, ONE_F_ONE_B
 from geopipe_env.tables import (
     LF_BASE, LF_CONSTANT, LF_LAST_STAGE, LF_MAX_B, LF_MAX_F, LF_MAX_X, LF_UNI_F, LF_UNI_LAT, LF_UNI_S, LF_UNI_X,
     LI_ARRAYS, LI_KIND, LI_M, LI_SEGMENTS, LI_TAILS, NUM_LAYOUT_FLOATS, NUM_LAYOUT_INTS, PATH_TABLE, TAB_ADVANCES,
@@ -68,8 +69,7 @@ from geopipe_env.tables import (
 )
 from geopipe_env.units import BF16_BYTES, BITS_PER_BYTE, BITS_PER_GBIT, BYTES_PER_GB, FLOPS_PER_TFLOP, rate_gbps, transfer_time_s
 
-GPIPE = "gpipe"
-ONE_F_ONE_B = "1f1b"
+# The schedules the analytic model times (the schedule executor, physics.schedule, times every schedule).
 SCHEDULES = (GPIPE, ONE_F_ONE_B)
 
 BACKWARD_TO_FORWARD = 2.0  # backward = 2× forward FLOPs: the 6·P·tokens rule (Kaplan et al. 2020)

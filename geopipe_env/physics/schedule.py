@@ -1,147 +1,669 @@
-"""Layer 3: exact discrete-event execution of one GPipe or 1F1B pipeline iteration.
+"""Layer 3: the schedule executor, the authority on pipeline timing, and the schedules of the literature.
 
-This is the reference the analytic model in :mod:`geopipe_env.physics.pipeline` is tested against. It may import
-only numpy, the standard library, :mod:`geopipe_env.units` and :mod:`geopipe_env.physics.pipeline`.
+A pipeline runs on ``D`` devices (its stages, one per device) and its model is cut into chunks: one per device for
+GPipe and 1F1B, ``v`` per device for the interleaved and wave schedules, two per device for the V schedules, and one
+per device in each of two pipelines for Chimera. A micro-batch runs its chunks in order: ``F`` (forward) down the
+chunks, then the backward back up, either ``B`` (the whole backward) or ``D`` (input gradient) followed later on the
+same device by ``W`` (weight gradient), as zero-bubble schedules split it. A schedule says, per device, in what
+order its ops run (:class:`Program`).
 
-Model (CrossPipe's performance model; Chen et al., ATC'25, arXiv 2507.00217):
+:func:`execute` runs a program as a discrete-event simulation (CrossPipe's performance model, Chen et al., ATC'25,
+arXiv 2507.00217):
 
-* Each stage runs its ops in the fixed order of the schedule table. GPipe: ``F0..F(M−1)`` then ``B0..B(M−1)``.
-  1F1B (non-interleaved, PipeDream-flush): stage ``i`` runs ``min(S−i−1, M)`` warm-up forwards, then alternates
-  ``F, B`` in the steady state, then drains the remaining backwards.
-* ``F(m, i)`` needs ``F(m, i−1)``'s activation delivered over hop ``i−1``. ``B(m, i)`` needs ``F(m, i)`` and
-  ``B(m, i+1)``'s gradient delivered over hop ``i``.
-* Each directed hop (forward ``i→i+1`` and backward ``i+1→i``, full duplex) is a serial resource. A message holds
-  the link for ``hop_transfer_s[k]`` and arrives ``hop_latency_s[k]`` later (a pure delay). Messages are served
-  in the order their producers finish (FIFO). An op starts at
-  ``max(stage free, producer end + queued transfer + latency)``.
+* an op starts when its device is free and its inputs are there: ``F(c, m)`` needs ``F(c−1, m)``'s activation,
+  ``D``/``B(c, m)`` needs ``F(c, m)`` and ``D``/``B(c+1, m)``'s gradient (the last chunk's backward needs only its
+  own forward: the loss), ``W(c, m)`` needs ``D(c, m)``;
+* a message between chunks on two devices travels on the link between them, a serial resource: it is put on the
+  link when its producer ends, or when the link has sent the messages asked for before it (first come, first
+  served), holds it for its transfer time, and arrives one latency later. Chunks on one device pass their data
+  without a message;
+* each device's activation memory grows by a chunk's activation at each ``F``, and falls back at its backward
+  (``D`` frees all but the part ``W`` still needs, :data:`W_MEMORY_FRACTION`).
 
-All producers on one directed link sit on one stage, whose ops are serial, so a link's FIFO order is that
-stage's op order and each message can be timed the moment its producer finishes. The simulation therefore
-walks the ops in a topological order (no event heap) and is exact.
+Fixed programs run their order; a *greedy* program (``crosspipe-greedy``) chooses, each time a device is free, among
+the ops that can start there: a backward first (it frees memory and unblocks the devices upstream), else a forward
+if the activation budget allows it, else a weight gradient that fits in the wait. The greedy rule also generates
+the fixed orders of the zero-bubble schedules, at unit op times under each one's placement and memory limit (the
+zero-bubble authors' own schedule generator works the same way). Chimera's and Hanayo's orders merge 1F1B orders
+(:func:`_merged`).
+
+:func:`execute` returns the iteration time (the last op's end), each device's busy time, bubble and peak activation.
+GPipe and 1F1B on identical stages have closed forms (``physics.pipeline``), which the tests prove equal to it.
 """
 
 from __future__ import annotations
 
+import functools
+import heapq
 from typing import NamedTuple
 
 import numpy as np
 
-from geopipe_env.physics.pipeline import GPIPE, ONE_F_ONE_B, SCHEDULES
+from geopipe_env.compiled import jit
 
-_FORWARD = 0
-_BACKWARD = 1
+# Op kinds.
+F, B, D, W = 0, 1, 2, 3
+# Event kinds of the simulation.
+_DONE, _WAKE = 0, 1
+
+GPIPE = "gpipe"
+ONE_F_ONE_B = "1f1b"
+INTERLEAVED = "interleaved-1f1b"
+ZB_H1 = "zb-h1"
+ZBV = "zbv"
+CHIMERA = "chimera"
+HANAYO = "hanayo"
+CROSSPIPE_GREEDY = "crosspipe-greedy"
+SCHEDULES = (GPIPE, ONE_F_ONE_B, INTERLEAVED, ZB_H1, ZBV, CHIMERA, HANAYO, CROSSPIPE_GREEDY)
+
+# Zero-bubble split of a transformer layer's backward (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024,
+# arXiv 2401.10241, Table 1): the input gradient costs sbh(24h + 8s) FLOPs and the weight gradient sbh·24h, together
+# twice the forward's sbh(24h + 4s); the activations a forward stores are M_B = 34sbh (with FlashAttention: no
+# 5as²b term), of which the weight gradient still needs M_W = 32sbh after the input gradient.
+W_MEMORY_FRACTION = 32.0 / 34.0
 
 
-class ScheduleResult(NamedTuple):
-    """Outcome of one simulated iteration."""
-
-    total_s: float  # makespan: the last op's end, with the first op starting at 0
-    peak_in_flight: np.ndarray  # (S,) max micro-batches whose forward is done and backward is not, per stage
-    stage_end_s: np.ndarray  # (S,) when each stage finishes its last op
+def input_gradient_fraction(hidden: int, seq_len: int) -> float:
+    """The input gradient's share of a layer's backward time: ``(24h + 8s) / (48h + 8s)`` (Qi et al. 2024)."""
+    return (24.0 * hidden + 8.0 * seq_len) / (48.0 * hidden + 8.0 * seq_len)
 
 
-def stage_op_order(stage: int, num_stages: int, num_microbatches: int, schedule: str) -> list[tuple[int, int]]:
-    """The schedule table's op order for one stage, as ``(kind, micro_batch)`` with kind 0 = F, 1 = B.
+class ScheduleSpec(NamedTuple):
+    """How a schedule places its chunks and orders its ops.
 
-    Args:
-        stage: 0-based stage index ``i``.
-        num_stages: S.
-        num_microbatches: M.
-        schedule: ``"gpipe"`` or ``"1f1b"``.
+    Attributes:
+        name: the schedule's name in scenario files.
+        placement: ``line`` (chunk c on device c), ``loop`` (v chunks, c on device c mod D: Megatron's
+            interleaving), ``v`` (two chunks: down the devices, then back up), ``wave`` (v chunks zig-zagging down
+            and up), ``bidirectional`` (two pipelines in opposite directions, Chimera).
+        split: the backward is split into D and W.
+        order: ``fixed`` (a published rule), ``merge`` (each pipeline's, or each chunk's, 1F1B order at unit op
+            times, merged on each device by start time), ``unit`` (generated by the greedy rule at unit op times) or
+            ``greedy`` (the greedy rule at the real op times, every time it is timed).
+        weight_copies: model replicas each device holds (Chimera keeps two).
+        source: where the schedule comes from.
     """
+
+    name: str
+    placement: str
+    split: bool
+    order: str
+    weight_copies: int
+    source: str
+
+
+SPECS = {
+    GPIPE: ScheduleSpec(GPIPE, "line", False, "fixed", 1, "Huang et al., GPipe, NeurIPS 2019 (arXiv 1811.06965)"),
+    ONE_F_ONE_B: ScheduleSpec(ONE_F_ONE_B, "line", False, "fixed", 1,
+                              "Narayanan et al., PipeDream-Flush (1F1B), ICML 2021 (arXiv 2006.09503)"),
+    INTERLEAVED: ScheduleSpec(INTERLEAVED, "loop", False, "fixed", 1,
+                              "Narayanan et al., Megatron-LM PTD-P, SC'21 (arXiv 2104.04473), interleaved 1F1B"),
+    ZB_H1: ScheduleSpec(ZB_H1, "line", True, "unit", 1, "Qi et al., Zero Bubble Pipeline Parallelism, ICLR 2024 "
+                        "(arXiv 2401.10241), ZB-H1"),
+    ZBV: ScheduleSpec(ZBV, "v", True, "unit", 1, "Qi et al., Pipeline Parallelism with Controllable Memory, NeurIPS "
+                      "2024 (arXiv 2405.15362), ZB-V"),
+    CHIMERA: ScheduleSpec(CHIMERA, "bidirectional", False, "merge", 2, "Li and Hoefler, Chimera, SC'21 "
+                          "(arXiv 2107.06925)"),
+    HANAYO: ScheduleSpec(HANAYO, "wave", False, "merge", 1, "Liu et al., Hanayo: Harnessing Wave-like Pipeline "
+                         "Parallelism, SC'23 (doi 10.1145/3581784.3607073)"),
+    CROSSPIPE_GREEDY: ScheduleSpec(CROSSPIPE_GREEDY, "v", True, "greedy", 1, "after Chen et al., CrossPipe, ATC'25 "
+                                   "(arXiv 2507.00217), its greedy list scheduler"),
+}
+
+
+class ShapeError(ValueError):
+    """A pipeline shape that a schedule cannot run; the message says which key to change."""
+
+
+def chunks_per_device(name: str, virtual_stages: int = 1) -> int:
+    """How many chunks of the model each device holds under schedule ``name`` (per pipeline for Chimera)."""
+    placement = SPECS[name].placement
+    if placement in ("loop", "wave"):
+        return virtual_stages
+    return 2 if placement == "v" else 1
+
+
+def check_shape(name: str, num_stages: int, num_microbatches: int, virtual_stages: int = 1) -> None:
+    """Raise :class:`ShapeError` naming the key when schedule ``name`` cannot run ``S`` stages and ``M``
+    micro-batches with ``virtual_stages`` chunks per device."""
+    if name not in SPECS:
+        raise ShapeError(f"pipeline_schedule: got {name!r}; expected one of {', '.join(SCHEDULES)}")
+    placement = SPECS[name].placement
+    if placement in ("loop", "wave"):
+        if virtual_stages < 2:
+            raise ShapeError(f"virtual_stages: {name} needs at least 2 chunks per device, got {virtual_stages}")
+        if placement == "wave" and virtual_stages % 2:
+            raise ShapeError(f"virtual_stages: hanayo's waves go down and back up, so it needs an even count, got {virtual_stages}")
+        if placement == "loop" and num_microbatches % num_stages:
+            raise ShapeError(
+                f"num_microbatches: interleaved-1f1b runs micro-batches in groups of the {num_stages} stages "
+                f"(Megatron-LM), so M must be a multiple of {num_stages}, got {num_microbatches}"
+            )
+    elif virtual_stages != 1:
+        raise ShapeError(f"virtual_stages: {name} takes no virtual stages (got {virtual_stages}); only "
+                         "interleaved-1f1b and hanayo do")
+    if placement == "bidirectional":
+        if num_stages % 2:
+            raise ShapeError(f"pipeline_stages: chimera pairs stages from both ends, so it needs an even count, got {num_stages}")
+        if num_microbatches % 2:
+            raise ShapeError(f"num_microbatches: chimera splits micro-batches between two pipelines, so it needs an "
+                             f"even count, got {num_microbatches}")
+
+
+class Program(NamedTuple):
+    """A schedule for ``D`` devices and ``M`` micro-batches: where its chunks sit and, per device, its op order.
+
+    ``chunk_device[c]`` is chunk c's device; chunks of one pipeline are consecutive and ``chunk_next``/``chunk_prev``
+    chain them (−1 at the ends); micro-batch m runs the pipeline ``m mod P``. ``ops`` is (N, 3): kind, chunk,
+    micro-batch, device by device (``device_ops[d]:device_ops[d + 1]``); empty for a greedy program.
+    """
+
+    name: str
+    num_devices: int
+    num_microbatches: int
+    num_pipelines: int
+    split: bool
+    greedy: bool
+    chunk_device: np.ndarray  # (K,) int64
+    chunk_next: np.ndarray  # (K,) int64
+    chunk_prev: np.ndarray  # (K,) int64
+    device_ops: np.ndarray  # (D + 1,) int64
+    ops: np.ndarray  # (N, 3) int64
+    packed: np.ndarray  # the whole program as one read-only int64 array (what the compiled executor takes)
+
+    @property
+    def num_chunks(self) -> int:
+        return int(self.chunk_device.shape[0])
+
+    def chunks_of(self, device: int) -> list[int]:
+        return [c for c in range(self.num_chunks) if self.chunk_device[c] == device]
+
+
+# Where the packed program's parts start: a header, then the arrays in this order.
+_H_D, _H_K, _H_M, _H_P, _H_SPLIT, _H_GREEDY, _H_N = range(7)
+_HEADER = 7
+
+
+def _pack(num_devices, num_microbatches, num_pipelines, split, greedy, chunk_device, chunk_next, chunk_prev,
+          device_ops, ops) -> np.ndarray:
+    header = [num_devices, chunk_device.shape[0], num_microbatches, num_pipelines, int(split), int(greedy), ops.shape[0]]
+    packed = np.concatenate([np.array(header), chunk_device, chunk_next, chunk_prev, device_ops, ops.reshape(-1)])
+    packed = packed.astype(np.int64)
+    packed.setflags(write=False)
+    return packed
+
+
+def _program(name, num_devices, num_microbatches, num_pipelines, split, greedy, chunk_device, ops_by_device) -> Program:
+    chunk_device = np.asarray(chunk_device, dtype=np.int64)
+    per_pipe = chunk_device.shape[0] // num_pipelines
+    chunk_next = np.full(chunk_device.shape[0], -1, dtype=np.int64)
+    chunk_prev = np.full(chunk_device.shape[0], -1, dtype=np.int64)
+    for p in range(num_pipelines):
+        for c in range(p * per_pipe, (p + 1) * per_pipe):
+            if c + 1 < (p + 1) * per_pipe:
+                chunk_next[c] = c + 1
+            if c > p * per_pipe:
+                chunk_prev[c] = c - 1
+    counts = [len(ops) for ops in ops_by_device]
+    device_ops = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    ops = np.array([op for ops in ops_by_device for op in ops], dtype=np.int64).reshape(-1, 3)
+    for array in (chunk_device, chunk_next, chunk_prev, device_ops, ops):
+        array.setflags(write=False)
+    packed = _pack(num_devices, num_microbatches, num_pipelines, split, greedy, chunk_device, chunk_next, chunk_prev,
+                   device_ops, ops)
+    return Program(name, num_devices, num_microbatches, num_pipelines, split, greedy, chunk_device, chunk_next,
+                   chunk_prev, device_ops, ops, packed)
+
+
+def placement(name: str, num_devices: int, virtual_stages: int = 1) -> list[int]:
+    """Each chunk's device under schedule ``name``, chunks in pipeline order (Chimera: its down pipeline's, then its
+    up pipeline's)."""
+    kind, d = SPECS[name].placement, num_devices
+    if kind == "line":
+        return list(range(d))
+    if kind == "loop":
+        return [c % d for c in range(d * virtual_stages)]
+    if kind == "bidirectional":
+        return list(range(d)) + list(range(d - 1, -1, -1))
+    chunks = 2 * d if kind == "v" else d * virtual_stages
+    return [c % (2 * d) if c % (2 * d) < d else 2 * d - 1 - c % (2 * d) for c in range(chunks)]
+
+
+def _merged(name: str, num_devices: int, num_microbatches: int, virtual_stages: int, chunk_device: list[int]) -> Program:
+    """A program built from 1F1B: each pipeline of the schedule runs 1F1B as if each of its chunks had a device of its
+    own (unit times: F = 1, B = 2 per stage, split over a device's chunks; no communication), and each device runs the
+    ops of its chunks in the order they start there (a backward before a forward that starts with it). Chimera's two
+    pipelines, each with half the micro-batches, merge this way (Li and Hoefler's construction of the bidirectional
+    schedule); Hanayo's wave is 1F1B over its ``v·D`` chunks folded onto the devices."""
+    d = num_devices
+    pipelines = 2 if name == CHIMERA else 1
+    chunks = len(chunk_device) // pipelines
+    mbs = num_microbatches // pipelines
+    per_device = chunks // d
+    base = program(ONE_F_ONE_B, chunks, mbs)
+    link_of, link_x, link_lat = links(chunks, np.zeros(chunks - 1), np.zeros(chunks - 1))
+    f = np.full(chunks, 1.0 / per_device)
+    run = execute(base, f, 2.0 * f, np.zeros(chunks), link_of, link_x, link_lat, f, f, np.zeros(chunks), record=True)
+    by_device: list[list[tuple[float, int, int, int, int]]] = [[] for _ in range(d)]
+    for (kind, c, j), at in run.starts.items():
+        for p in range(pipelines):
+            chunk = p * chunks + c
+            by_device[chunk_device[chunk]].append((at, -chunk if kind == B else chunk, kind, chunk, j * pipelines + p))
+    ops = [[(kind, chunk, mb) for *_, kind, chunk, mb in sorted(ops)] for ops in by_device]
+    return _program(name, d, num_microbatches, pipelines, False, False, chunk_device, ops)
+
+
+def _one_f_one_b(device: int, num_devices: int, num_microbatches: int) -> list[tuple[int, int, int]]:
+    """1F1B (PipeDream-flush) on one chunk per device: ``min(D − d − 1, M)`` warm-up forwards, then F, B pairs,
+    then the remaining backwards."""
     m = num_microbatches
-    if schedule == GPIPE:
-        return [(_FORWARD, j) for j in range(m)] + [(_BACKWARD, j) for j in range(m)]
-    if schedule != ONE_F_ONE_B:
-        raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
-    warmup = min(num_stages - stage - 1, m)
-    ops = [(_FORWARD, j) for j in range(warmup)]
+    warmup = min(num_devices - device - 1, m)
+    ops = [(F, device, j) for j in range(warmup)]
     for j in range(m - warmup):
-        ops.append((_FORWARD, warmup + j))
-        ops.append((_BACKWARD, j))
-    ops.extend((_BACKWARD, j) for j in range(m - warmup, m))
-    return ops
+        ops += [(F, device, warmup + j), (B, device, j)]
+    return ops + [(B, device, j) for j in range(m - warmup, m)]
 
 
-def simulate_schedule(
-    forward_s: np.ndarray,
-    backward_s: np.ndarray,
-    hop_transfer_s: np.ndarray,
-    hop_latency_s: np.ndarray,
-    num_microbatches: int,
-    schedule: str = ONE_F_ONE_B,
-) -> ScheduleResult:
-    """Execute one iteration's schedule table exactly (see the module docstring for the model).
+def _interleaved(device: int, num_devices: int, num_microbatches: int, virtual_stages: int) -> list[tuple[int, int, int]]:
+    """Megatron-LM's interleaved 1F1B on device ``device``: its v chunks (``device + i·D``) take micro-batches in
+    groups of D; ``(D − d − 1)·2 + (v − 1)·D`` warm-up forwards, then F, B pairs, then the remaining backwards."""
+    d, m, v = num_devices, num_microbatches, virtual_stages
+    total = m * v
+
+    def forward(k: int) -> tuple[int, int, int]:
+        chunk = (k // d) % v
+        return F, chunk * d + device, (k // (d * v)) * d + k % d
+
+    def backward(k: int) -> tuple[int, int, int]:
+        chunk = v - 1 - (k // d) % v
+        return B, chunk * d + device, (k // (d * v)) * d + k % d
+
+    warmup = min((d - device - 1) * 2 + (v - 1) * d, total)
+    ops = [forward(k) for k in range(warmup)]
+    for k in range(total - warmup):
+        ops += [forward(warmup + k), backward(k)]
+    return ops + [backward(k) for k in range(total - warmup, total)]
+
+
+@functools.lru_cache(maxsize=256)
+def program(name: str, num_devices: int, num_microbatches: int, virtual_stages: int = 1) -> Program:
+    """The program of schedule ``name`` for ``D`` devices and ``M`` micro-batches (memoised; read-only)."""
+    check_shape(name, num_devices, num_microbatches, virtual_stages)
+    spec = SPECS[name]
+    d, m = num_devices, num_microbatches
+    chunk_device = placement(name, d, virtual_stages)
+    pipelines = 2 if spec.placement == "bidirectional" else 1
+    if name == GPIPE:
+        ops = [[(F, dev, j) for j in range(m)] + [(B, dev, j) for j in range(m)] for dev in range(d)]
+        return _program(name, d, m, 1, False, False, chunk_device, ops)
+    if name == ONE_F_ONE_B:
+        return _program(name, d, m, 1, False, False, chunk_device, [_one_f_one_b(dev, d, m) for dev in range(d)])
+    if name == INTERLEAVED:
+        ops = [_interleaved(dev, d, m, virtual_stages) for dev in range(d)]
+        return _program(name, d, m, 1, False, False, chunk_device, ops)
+    if spec.order == "merge":
+        return _merged(name, d, m, virtual_stages, chunk_device)
+    greedy = _program(name, d, m, pipelines, spec.split, True, chunk_device, [[] for _ in range(d)])
+    if spec.order == "greedy":
+        return greedy
+    # A fixed order generated at unit times: F = 1, B = 2 (D = W = 1), no communication, each device holding at most
+    # 1F1B's peak activations (D stages' worth, its first stage's).
+    chunks = len(chunk_device) // pipelines
+    per_device = chunks // d
+    unit = np.full(len(chunk_device), 1.0 / per_device)
+    backward = unit * 2.0
+    run = execute(greedy, unit, backward * 0.5 if spec.split else backward, backward * 0.5 if spec.split else unit * 0.0,
+                  np.zeros(d * d, dtype=np.int64), np.zeros(1), np.zeros(1), unit, unit * W_MEMORY_FRACTION,
+                  np.full(d, float(d)), record=True)
+    return _program(name, d, m, pipelines, spec.split, False, chunk_device, run.order)
+
+
+class ExecutionResult(NamedTuple):
+    """An executed iteration: its time, and per device its busy time, end, idle time (bubble) and peak activations."""
+
+    total_s: float
+    busy_s: np.ndarray  # (D,)
+    end_s: np.ndarray  # (D,) when each device ends its last op
+    bubble_s: np.ndarray  # (D,) total − busy
+    peak_activation: np.ndarray  # (D,) in the units of act_f
+    order: list[list[tuple[int, int, int]]]  # per device, the ops as they started (with record=True)
+    starts: dict[tuple[int, int, int], float]  # (kind, chunk, micro-batch) -> start time (with record=True)
+
+
+def execute(prog: Program, chunk_f: np.ndarray, chunk_d: np.ndarray, chunk_w: np.ndarray, link_of: np.ndarray,
+            link_x: np.ndarray, link_lat: np.ndarray, act_f: np.ndarray, act_w: np.ndarray, budget: np.ndarray,
+            record: bool = False) -> ExecutionResult:
+    """Run ``prog`` (see the module docstring).
 
     Args:
-        forward_s: (S,) forward time per micro-batch of each stage.
-        backward_s: (S,) backward time per micro-batch of each stage.
-        hop_transfer_s: (S−1,) time one message holds each boundary's link.
-        hop_latency_s: (S−1,) one-way latency of each boundary.
-        num_microbatches: M ≥ 1.
-        schedule: ``"1f1b"`` or ``"gpipe"``.
+        prog: the program.
+        chunk_f: (K,) per chunk the time of F.
+        chunk_d: (K,) per chunk the time of D (of B when the program does not split it).
+        chunk_w: (K,) per chunk the time of W (0 when the program does not split).
+        link_of: (D·D,) the link that carries messages from device a to device b at ``a·D + b``.
+        link_x: (L,) each link's transfer time per message.
+        link_lat: (L,) each link's latency.
+        act_f: (K,) the activation a chunk's F stores.
+        act_w: (K,) the part of it its W still needs after D.
+        budget: (D,) the activation each device may hold (greedy programs; ≤ 0: no limit).
+        record: return the order in which each device ran its ops, and their start times.
+    """
+    d = prog.num_devices
+    busy, end, peak = np.zeros(d), np.zeros(d), np.zeros(d)
+    n = prog.num_chunks * prog.num_microbatches * (3 if prog.split else 2) // prog.num_pipelines
+    order = np.full((n, 4), -1, dtype=np.int64) if record else np.zeros((0, 4), dtype=np.int64)
+    start = np.zeros(order.shape[0])
+    total = run_program(prog.packed, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_f, act_w, budget,
+                        busy, end, peak, order, start)
+    by_device: list[list[tuple[int, int, int]]] = [[] for _ in range(d)]
+    starts: dict[tuple[int, int, int], float] = {}
+    for (dev, kind, chunk, mb), at in zip(order.tolist(), start.tolist()):
+        if dev >= 0:
+            by_device[dev].append((kind, chunk, mb))
+            starts[(kind, chunk, mb)] = at
+    if record and sum(len(ops) for ops in by_device) != n:
+        raise RuntimeError(f"{prog.name}: the program stopped before every op ran (a cycle in its order)")
+    return ExecutionResult(float(total), busy, end, total - busy, peak, by_device, starts)
+
+
+@jit
+def run_program(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_f, act_w, budget, out_busy, out_end,
+                out_peak, out_order, out_start):
+    """The compiled simulation behind :func:`execute`; returns the iteration time and writes, per device, its busy
+    time, end and peak activation into the ``out_*`` arrays, and (if ``out_order`` has rows) each started op as
+    ``(device, kind, chunk, micro-batch)`` and its start time."""
+    num_devices, num_chunks, m = prog[_H_D], prog[_H_K], prog[_H_M]
+    pipes, split, greedy, num_ops = prog[_H_P], prog[_H_SPLIT], prog[_H_GREEDY], prog[_H_N]
+    at = _HEADER
+    chunk_device = prog[at:at + num_chunks]
+    chunk_next = prog[at + num_chunks:at + 2 * num_chunks]
+    chunk_prev = prog[at + 2 * num_chunks:at + 3 * num_chunks]
+    at += 3 * num_chunks
+    device_ops = prog[at:at + num_devices + 1]
+    ops = prog[at + num_devices + 1:at + num_devices + 1 + 3 * num_ops]
+    # Per (chunk, micro-batch): when the activation arrives at its F, the gradient at its backward, and when its F, D
+    # (or B) and W ended (−1: not yet known).
+    size = num_chunks * m
+    act_at = np.full(size, -1.0)
+    grad_at = np.full(size, -1.0)
+    f_end = np.full(size, -1.0)
+    d_end = np.full(size, -1.0)
+    for c in range(num_chunks):
+        if chunk_prev[c] < 0:
+            for j in range(m):
+                act_at[c * m + j] = 0.0
+    # The greedy rule's two limits on forwards. On one chunk per device (ZB-H1), at most ``window[c]`` micro-batches
+    # sit between their F and their backward, 1F1B's S − i, while weight gradients may wait within the budget. Where
+    # micro-batches come back to a device (V, wave and two-way placements), a micro-batch's first F on a device needs
+    # room within the budget for all its chunks there (``reserve``), and its later chunks there always go in, so new
+    # micro-batches never fill a device that returning ones must reach. Chimera's two pipelines share the budget half
+    # and half.
+    per_device = (num_chunks // pipes) // num_devices
+    window = np.full(num_chunks, m, dtype=np.int64)
+    reserve = np.zeros(num_chunks)
+    for c in range(num_chunks):
+        left, nxt = 1, chunk_next[c]
+        while nxt >= 0:
+            left += 1
+            if chunk_device[nxt] == chunk_device[c]:
+                reserve[c] += act_f[nxt]
+            nxt = chunk_next[nxt]
+        prev = chunk_prev[c]
+        while prev >= 0 and chunk_device[prev] != chunk_device[c]:
+            prev = chunk_prev[prev]
+        if prev >= 0:
+            reserve[c] = 0.0  # a later chunk of a micro-batch already on this device
+        else:
+            reserve[c] += act_f[c]
+        if per_device == 1 and pipes == 1:
+            window[c] = left
+    open_f = np.zeros(num_chunks, dtype=np.int64)
+    share = 1.0 / pipes
+    link_free = np.zeros(link_x.shape[0])
+    memory = np.zeros(num_devices)
+    pipe_memory = np.zeros(pipes * num_devices)  # per pipeline and device: what the greedy rule's budget counts
+    running = np.zeros(num_devices, dtype=np.bool_)
+    next_op = device_ops[:num_devices].copy()
+    next_f = np.zeros(num_chunks, dtype=np.int64)  # greedy: the next micro-batch (by rank in its pipeline) per kind
+    next_d = np.zeros(num_chunks, dtype=np.int64)
+    next_w = np.zeros(num_chunks, dtype=np.int64)
+    per_pipe = m // pipes
+    recorded = 0
+    events = [(0.0, 0, _WAKE, 0, 0)]
+    events.pop()
+    seq = 0
+    for dev in range(num_devices):
+        seq += 1
+        heapq.heappush(events, (0.0, seq, _WAKE, dev, 0))
+    wake_at = np.full(num_devices, -1.0)
+    while len(events):
+        t, _, kind_e, dev, code = heapq.heappop(events)
+        if kind_e == _DONE:
+            running[dev] = False
+            kind = code // size
+            c = (code % size) // m
+            j = code % m
+            if kind == F:
+                f_end[c * m + j] = t
+                open_f[c] += 1
+                nxt = chunk_next[c]
+                if nxt < 0:
+                    grad_at[c * m + j] = t  # the loss: the backward may start at once
+                else:
+                    seq = _send(t, dev, chunk_device[nxt], nxt * m + j, act_at, link_of, link_x, link_lat, link_free,
+                                num_devices, events, seq)
+            elif kind == B or kind == D:
+                d_end[c * m + j] = t
+                open_f[c] -= 1
+                memory[dev] -= act_f[c] if kind == B else act_f[c] - act_w[c]
+                pipe_memory[(c // (num_chunks // pipes)) * num_devices + dev] -= act_f[c] if kind == B else act_f[c] - act_w[c]
+                prev = chunk_prev[c]
+                if prev >= 0:
+                    seq = _send(t, dev, chunk_device[prev], prev * m + j, grad_at, link_of, link_x, link_lat,
+                                link_free, num_devices, events, seq)
+            else:
+                memory[dev] -= act_w[c]
+                pipe_memory[(c // (num_chunks // pipes)) * num_devices + dev] -= act_w[c]
+            if t > out_end[dev]:
+                out_end[dev] = t
+        elif running[dev]:
+            continue  # a wake-up for a device at work: it chooses again when its op ends
+        # The device is free at t: start its next op if it can, or wait for the earliest one it knows of.
+        if greedy:
+            code, ready = _choose(dev, t, num_chunks, m, pipes, per_pipe, split, chunk_device, act_at, grad_at,
+                                  f_end, d_end, next_f, next_d, next_w, pipe_memory, reserve, share, budget, chunk_w,
+                                  open_f, window)
+        else:
+            code, ready = _next_fixed(dev, m, size, next_op, device_ops, ops, act_at, grad_at, f_end, d_end)
+        if code < 0 or ready > t:
+            if ready > t and ready != wake_at[dev]:
+                wake_at[dev] = ready
+                seq += 1
+                heapq.heappush(events, (ready, seq, _WAKE, dev, 0))
+            continue
+        kind = code // size
+        c = (code % size) // m
+        j = code % m
+        duration = chunk_f[c] if kind == F else chunk_w[c] if kind == W else chunk_d[c]
+        if kind == F:
+            memory[dev] += act_f[c]
+            pipe_memory[(c // (num_chunks // pipes)) * num_devices + dev] += reserve[c]
+            if memory[dev] > out_peak[dev]:
+                out_peak[dev] = memory[dev]
+        if greedy:
+            rank = j // pipes
+            if kind == F:
+                next_f[c] = rank + 1
+            elif kind == W:
+                next_w[c] = rank + 1
+            else:
+                next_d[c] = rank + 1
+        else:
+            next_op[dev] += 1
+        if recorded < out_order.shape[0]:
+            out_order[recorded, 0], out_order[recorded, 1] = dev, kind
+            out_order[recorded, 2], out_order[recorded, 3] = c, j
+            out_start[recorded] = t
+            recorded += 1
+        out_busy[dev] += duration
+        running[dev] = True
+        seq += 1
+        heapq.heappush(events, (t + duration, seq, _DONE, dev, code))
+    total = 0.0
+    for dev in range(num_devices):
+        total = max(total, out_end[dev])
+    return total
+
+
+@jit
+def _send(t, src, dst, slot, arrivals, link_of, link_x, link_lat, link_free, num_devices, events, seq):
+    """A message from device ``src`` to ``dst`` whose producer ended at ``t``: its arrival into ``arrivals[slot]``,
+    and a wake-up for ``dst`` then (no message between chunks of one device). Returns the event counter."""
+    if src == dst:
+        arrivals[slot] = t
+        return seq
+    link = link_of[src * num_devices + dst]
+    send = max(t, link_free[link])
+    link_free[link] = send + link_x[link]
+    arrive = send + link_x[link] + link_lat[link]
+    arrivals[slot] = arrive
+    seq += 1
+    heapq.heappush(events, (arrive, seq, _WAKE, dst, 0))
+    return seq
+
+
+@jit
+def _next_fixed(dev, m, size, next_op, device_ops, ops, act_at, grad_at, f_end, d_end):
+    """A fixed program's next op on ``dev`` and when its inputs are there: ``(code, ready)``, ready −1 while that is
+    not known yet (code −1, −1 when the device is done)."""
+    k = next_op[dev]
+    if k >= device_ops[dev + 1]:
+        return -1, -1.0
+    kind, c, j = ops[3 * k], ops[3 * k + 1], ops[3 * k + 2]
+    slot = c * m + j
+    if kind == F:
+        ready = act_at[slot]
+    elif kind == W:
+        ready = d_end[slot]
+    else:
+        ready = grad_at[slot] if f_end[slot] >= 0.0 else -1.0
+        if ready >= 0.0 and f_end[slot] > ready:
+            ready = f_end[slot]
+    return (kind * size + slot if ready >= 0.0 else -1), ready
+
+
+@jit
+def _choose(dev, t, num_chunks, m, pipes, per_pipe, split, chunk_device, act_at, grad_at, f_end, d_end, next_f, next_d,
+            next_w, pipe_memory, reserve, share, budget, chunk_w, open_f, window):
+    """The greedy rule's op on ``dev`` at ``t``: a backward (D or B) that can start, the chunk nearest the loss first;
+    else a forward within its chunk's window and the activation budget, the oldest micro-batch first; else a W whose
+    length fits before the next known backward or forward (any W when none is known, or when the budget blocks the
+    forwards). ``(code, ready)`` as :func:`_next_fixed`."""
+    size = num_chunks * m
+    soonest = -1.0
+    best_d, best_f, best_w = -1, -1, -1
+    best_f_rank, best_w_rank = per_pipe, per_pipe
+    for c in range(num_chunks - 1, -1, -1):
+        if chunk_device[c] != dev:
+            continue
+        pipe = 0 if pipes == 1 else (0 if c < num_chunks // pipes else 1)
+        rank = next_d[c]
+        if rank < per_pipe and rank < next_f[c]:
+            slot = c * m + pipe + rank * pipes
+            if f_end[slot] >= 0.0 and grad_at[slot] >= 0.0:
+                ready = max(grad_at[slot], f_end[slot])
+                if ready <= t:
+                    if best_d < 0:
+                        best_d = slot
+                elif soonest < 0.0 or ready < soonest:
+                    soonest = ready
+        rank = next_f[c]
+        if rank < per_pipe:
+            slot = c * m + pipe + rank * pipes
+            room = reserve[c] == 0.0 or budget[dev] <= 0.0 or (
+                pipe_memory[pipe * budget.shape[0] + dev] + reserve[c] <= share * budget[dev] * (1.0 + 1e-9))
+            if act_at[slot] >= 0.0 and room and open_f[c] < window[c]:
+                if act_at[slot] <= t:
+                    if rank < best_f_rank or (rank == best_f_rank and best_f >= 0 and c < best_f // m):
+                        best_f, best_f_rank = slot, rank
+                elif soonest < 0.0 or act_at[slot] < soonest:
+                    soonest = act_at[slot]
+        if split:
+            rank = next_w[c]
+            if rank < next_d[c]:
+                slot = c * m + pipe + rank * pipes
+                if d_end[slot] >= 0.0 and d_end[slot] <= t and rank < best_w_rank:
+                    best_w, best_w_rank = slot, rank
+    if best_d >= 0:
+        return (D if split else B) * size + best_d, t
+    if best_f >= 0:
+        return F * size + best_f, t
+    if best_w >= 0 and (soonest < 0.0 or t + chunk_w[best_w // m] <= soonest):
+        return W * size + best_w, t
+    return -1, soonest
+
+
+def links(num_devices: int, hop_transfer_s: np.ndarray, hop_latency_s: np.ndarray, wrap_transfer_s: float = 0.0,
+          wrap_latency_s: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(link_of, link_x, link_lat)`` of a pipeline whose devices are its stages in order: each boundary between
+    device i and i + 1 is two links (down, i → i+1, and up), with that hop's transfer time and latency; with more
+    than two devices, devices D − 1 and 0 (the interleaved schedule's wrap) are two more, with ``wrap_*`` (with two,
+    the wrap is their boundary's links)."""
+    d = num_devices
+    hops = max(d - 1, 0)
+    link_of = np.zeros(d * d, dtype=np.int64)
+    for i in range(hops):
+        link_of[i * d + i + 1], link_of[(i + 1) * d + i] = i, hops + i
+    if d > 2:
+        link_of[(d - 1) * d], link_of[d - 1] = 2 * hops, 2 * hops + 1
+    link_x = np.concatenate((hop_transfer_s, hop_transfer_s, [wrap_transfer_s, wrap_transfer_s]))
+    link_lat = np.concatenate((hop_latency_s, hop_latency_s, [wrap_latency_s, wrap_latency_s]))
+    return link_of, link_x.astype(float), link_lat.astype(float)
+
+
+def chunk_times(prog: Program, forward_s: np.ndarray, backward_s: np.ndarray, input_gradient: float = 1.0
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(chunk_f, chunk_d, chunk_w)`` from each device's (stage's) forward and backward times: a device's chunks of
+    one pipeline share its layers equally; with the backward split, D takes ``input_gradient`` of it and W the rest
+    (unsplit: the backward is all B)."""
+    per_device = prog.num_chunks // prog.num_pipelines // prog.num_devices
+    f = np.asarray(forward_s, dtype=float)[prog.chunk_device] / per_device
+    b = np.asarray(backward_s, dtype=float)[prog.chunk_device] / per_device
+    if not prog.split:
+        return f, b, np.zeros_like(b)
+    return f, b * input_gradient, b - b * input_gradient
+
+
+def simulate_schedule(forward_s: np.ndarray, backward_s: np.ndarray, hop_transfer_s: np.ndarray,
+                      hop_latency_s: np.ndarray, num_microbatches: int, schedule: str = ONE_F_ONE_B,
+                      virtual_stages: int = 1, input_gradient: float = 1.0, wrap: tuple[float, float] = (0.0, 0.0)
+                      ) -> ExecutionResult:
+    """One iteration of ``schedule`` on a pipeline given stage by stage (:func:`execute`).
+
+    Args:
+        forward_s: (S,) each stage's forward time per micro-batch.
+        backward_s: (S,) each stage's backward time per micro-batch.
+        hop_transfer_s: (S−1,) each boundary's message time on its link.
+        hop_latency_s: (S−1,) each boundary's latency.
+        num_microbatches: M.
+        schedule: one of :data:`SCHEDULES`.
+        virtual_stages: chunks per device (interleaved-1f1b, hanayo).
+        input_gradient: the D share of a split backward (:func:`input_gradient_fraction`).
+        wrap: the transfer time and latency between the last stage and the first (interleaved-1f1b).
 
     Raises:
-        ValueError: on an unknown schedule, mismatched shapes or ``M < 1``.
+        ShapeError: a shape the schedule cannot run; ValueError: mismatched shapes or ``M < 1``.
     """
-    f = [float(v) for v in np.asarray(forward_s, dtype=float).ravel()]
-    b = [float(v) for v in np.asarray(backward_s, dtype=float).ravel()]
-    x = [float(v) for v in np.asarray(hop_transfer_s, dtype=float).ravel()]
-    lat = [float(v) for v in np.asarray(hop_latency_s, dtype=float).ravel()]
-    num_stages, m = len(f), int(num_microbatches)
-    if num_stages < 1 or len(b) != num_stages or len(x) != num_stages - 1 or len(lat) != num_stages - 1:
+    forward, backward = (np.asarray(a, dtype=float).ravel() for a in (forward_s, backward_s))
+    transfer, latency = (np.asarray(a, dtype=float).ravel() for a in (hop_transfer_s, hop_latency_s))
+    num_stages = forward.shape[0]
+    if num_stages < 1 or backward.shape[0] != num_stages or transfer.shape[0] != num_stages - 1 or latency.shape[0] != num_stages - 1:
         raise ValueError("need forward_s and backward_s of shape (S,), hop arrays of shape (S-1,), S >= 1")
-    if m < 1:
-        raise ValueError(f"num_microbatches must be >= 1, got {m}")
-
-    orders = [stage_op_order(i, num_stages, m, schedule) for i in range(num_stages)]
-    # Arrival time of micro-batch j's input at stage i: activation for F, gradient for B (None = not yet sent).
-    act_arrival: list[list[float | None]] = [[0.0] * m] + [[None] * m for _ in range(num_stages - 1)]
-    grad_arrival: list[list[float | None]] = [[None] * m for _ in range(num_stages - 1)] + [[0.0] * m]
-    fwd_done: list[list[bool]] = [[False] * m for _ in range(num_stages)]
-    fwd_link_free = [0.0] * (num_stages - 1)  # (S−1,) forward link i→i+1
-    bwd_link_free = [0.0] * (num_stages - 1)  # (S−1,) backward link i+1→i
-    stage_free = [0.0] * num_stages
-    next_op = [0] * num_stages
-    in_flight = [0] * num_stages
-    peak = [0] * num_stages
-
-    remaining = 2 * m * num_stages
-    while remaining:
-        progressed = False
-        for i in range(num_stages):
-            order = orders[i]
-            while next_op[i] < len(order):
-                kind, j = order[next_op[i]]
-                if kind == _FORWARD:
-                    ready = act_arrival[i][j]
-                    if ready is None:
-                        break
-                    end = max(stage_free[i], ready) + f[i]
-                    fwd_done[i][j] = True
-                    in_flight[i] += 1
-                    peak[i] = max(peak[i], in_flight[i])
-                    if i + 1 < num_stages:
-                        send = max(end, fwd_link_free[i])
-                        fwd_link_free[i] = send + x[i]
-                        act_arrival[i + 1][j] = send + x[i] + lat[i]
-                else:
-                    ready = grad_arrival[i][j]
-                    if ready is None or not fwd_done[i][j]:
-                        break
-                    end = max(stage_free[i], ready) + b[i]
-                    in_flight[i] -= 1
-                    if i > 0:
-                        send = max(end, bwd_link_free[i - 1])
-                        bwd_link_free[i - 1] = send + x[i - 1]
-                        grad_arrival[i - 1][j] = send + x[i - 1] + lat[i - 1]
-                stage_free[i] = end
-                next_op[i] += 1
-                remaining -= 1
-                progressed = True
-        if not progressed:  # pragma: no cover - the two schedule tables are deadlock-free
-            raise RuntimeError("schedule table deadlocked")
-    stage_end = np.asarray(stage_free)
-    return ScheduleResult(
-        total_s=float(stage_end.max()), peak_in_flight=np.asarray(peak, dtype=int), stage_end_s=stage_end
-    )
+    if num_microbatches < 1:
+        raise ValueError(f"num_microbatches must be >= 1, got {num_microbatches}")
+    prog = program(schedule, num_stages, int(num_microbatches), virtual_stages)
+    f, d, w = chunk_times(prog, forward, backward, input_gradient)
+    link_of, link_x, link_lat = links(num_stages, transfer, latency, *wrap)
+    act = np.ones(prog.num_chunks) / (prog.num_chunks // prog.num_pipelines // num_stages)
+    budget = np.full(num_stages, float(num_stages))
+    return execute(prog, f, d, w, link_of, link_x, link_lat, act, act * W_MEMORY_FRACTION, budget)
