@@ -30,7 +30,7 @@ VECNORMALIZE_SUFFIX = "_vecnormalize.pkl"
 PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"  # package data: present in site-packages too
 PRETRAINED_AGENT = "geopipe_v0_maskable_ppo"  # the shipped MaskablePPO agent for GeoPipe-v0
 TRAIN_EXTRA_MODULES = ("torch", "stable_baselines3", "sb3_contrib")
-TRAIN_EXTRA_INSTALL = "pip install 'geopipe[train]'"
+TRAIN_EXTRA_INSTALL = "pip install 'geopipe-gym[train]'"
 
 
 def train_extra_available() -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import fnmatch
 import importlib
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -14,13 +15,16 @@ import pytest
 import yaml
 
 import geopipe_env
-from agents.loading import TRAIN_EXTRA_MODULES
+from agents.loading import TRAIN_EXTRA_INSTALL, TRAIN_EXTRA_MODULES
 from baselines import policy_names
 
 ROOT = Path(__file__).resolve().parents[1]
 tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 PACKAGES = ("geopipe_env", "agents", "baselines")
+DISTRIBUTION = PYPROJECT["project"]["name"]
+# A pip requirement with extras, as written in an install hint: pip install 'name[extra]'.
+EXTRAS_REQUIREMENT = re.compile(r"\bpip install [\"']?([A-Za-z0-9][A-Za-z0-9._-]*)\[")
 
 
 def test_version_has_one_source_that_the_citation_and_changelog_repeat():
@@ -30,6 +34,20 @@ def test_version_has_one_source_that_the_citation_and_changelog_repeat():
     citation = yaml.safe_load((ROOT / "CITATION.cff").read_text())
     assert citation["title"] == "GeoPipe" and str(citation["version"]) == geopipe_env.__version__
     assert f"## [{geopipe_env.__version__}]" in (ROOT / "CHANGELOG.md").read_text()
+
+
+def test_the_distribution_name_is_used_by_every_install_hint():
+    """The extras refer to the distribution by its own name, and every ``pip install 'name[extra]'`` in the code,
+    README and docs names it (the import names differ: geopipe_env, agents, baselines)."""
+    assert DISTRIBUTION == "geopipe-gym"
+    for extra, requirements in PYPROJECT["project"]["optional-dependencies"].items():
+        for requirement in requirements:
+            if requirement.startswith("geopipe"):
+                assert requirement.startswith(f"{DISTRIBUTION}["), (extra, requirement)
+    assert TRAIN_EXTRA_INSTALL == f"pip install '{DISTRIBUTION}[train]'"
+    files = [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(p for package in PACKAGES for p in (ROOT / package).rglob("*.py"))]
+    named = {(path.name, name) for path in files for name in EXTRAS_REQUIREMENT.findall(path.read_text())}
+    assert named and {name for _, name in named} == {DISTRIBUTION}, sorted(named)
 
 
 def test_license_is_an_spdx_string_and_its_files_exist():
@@ -126,10 +144,10 @@ def test_without_the_train_extra_evaluation_runs_and_training_says_what_to_insta
     assert result.returncode == 0, result.stderr
     messages = json.loads(result.stdout)
     code, note = messages["default"]
-    assert code == 0 and "geopipe_v0_maskable_ppo.zip is left out" in note and "geopipe[train]" in note
+    assert code == 0 and "geopipe_v0_maskable_ppo.zip is left out" in note and f"{DISTRIBUTION}[train]" in note
     rows = (tmp_path / "ok" / "results.csv").read_text().splitlines()[1:]
     assert sorted(row.split(",")[1] for row in rows) == sorted(policy_names(include_aliases=False))
     for name in ("agent", "train"):
         code, message = messages[name]
-        assert code == 2 and message.count("\n") == 1 and "[train] extra" in message and "geopipe[train]" in message, message
+        assert code == 2 and message.count("\n") == 1 and "[train] extra" in message and f"{DISTRIBUTION}[train]" in message, message
     assert not (tmp_path / "bad").exists() and not (tmp_path / "runs").exists()
