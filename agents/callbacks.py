@@ -1,13 +1,16 @@
 """SB3 callbacks for training GeoPipe agents: episode metrics, held-out evaluation and checkpoints.
 
 Every saved agent is written in the format :func:`agents.load_agent` reads: ``<name>.zip`` plus, when training
-normalises observations, ``<name>_vecnormalize.pkl`` beside it (:func:`save_agent`).
+normalises observations, ``<name>_vecnormalize.pkl`` beside it (:func:`save_agent`). Each file is written to a
+temporary name and renamed into place, so a run killed mid-save keeps the previous file whole.
 """
 
 from __future__ import annotations
 
 import csv
 import math
+import os
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -27,6 +30,8 @@ REFERENCE_POLICIES = ("bace-pipe", "sjf")  # evaluated once on the same seeds, d
 EVALUATION_COLUMNS = ("timesteps", *SUMMARY_COLUMNS)
 BEST_MODEL_NAME = "best_model"
 CHECKPOINT_PREFIX = "model"
+CHECKPOINT_PATTERN = re.compile(rf"{CHECKPOINT_PREFIX}_(\d+)_steps\.zip")
+TEMP_SUFFIX = ".tmp"  # a save in progress: .<name>.tmp beside the file it replaces
 
 
 def vecnormalize_path(model_path: Path) -> Path:
@@ -34,13 +39,34 @@ def vecnormalize_path(model_path: Path) -> Path:
     return model_path.with_name(model_path.stem + VECNORMALIZE_SUFFIX)
 
 
+def replace_atomically(write: Callable[[Path], object], path: Path) -> None:
+    """Write ``path`` whole or not at all: ``write(temp)`` fills a hidden temporary file beside it, which is flushed
+    to disk and then renamed over ``path``. A process killed at any point leaves the old file (or none) and at most
+    the temporary file, never a truncated ``path``.
+
+    Args:
+        write: writes the file at the path it is given.
+        path: the file to create or replace.
+    """
+    temp = path.with_name(f".{path.name}{TEMP_SUFFIX}")
+    try:
+        write(temp)
+        with open(temp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+
+
 def save_agent(model: BaseAlgorithm, path: Path) -> None:
-    """Save ``model`` to ``path`` (a ``.zip``) and its ``VecNormalize`` stats, if any, beside it."""
+    """Save ``model`` to ``path`` (a ``.zip``) and its ``VecNormalize`` stats, if any, beside it, each atomically
+    (:func:`replace_atomically`). The stats are written first, so a model file always has its stats beside it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    model.save(path)
     normalizer = model.get_vec_normalize_env()
     if normalizer is not None:
-        normalizer.save(str(vecnormalize_path(path)))
+        replace_atomically(lambda temp: normalizer.save(str(temp)), vecnormalize_path(path))
+    replace_atomically(model.save, path)  # a temporary name ending in .tmp: SB3 adds no .zip to it
 
 
 def crossed(num_timesteps: int, previous: int, every: int) -> bool:
@@ -150,12 +176,14 @@ class HeldOutEvalCallback(BaseCallback):
 
 
 class CheckpointCallback(BaseCallback):
-    """Every ``save_freq`` timesteps, save ``<folder>/model_<timesteps>_steps.zip`` and its normalisation stats."""
+    """Every ``save_freq`` timesteps, save ``<folder>/model_<timesteps>_steps.zip`` and its normalisation stats,
+    then delete all but the newest ``keep`` checkpoints (``keep`` 0 keeps every one)."""
 
-    def __init__(self, folder: Path, save_freq: int, verbose: int = 0) -> None:
+    def __init__(self, folder: Path, save_freq: int, keep: int = 0, verbose: int = 0) -> None:
         super().__init__(verbose)
         self.folder = folder
         self.save_freq = save_freq
+        self.keep = keep
         self._last_timesteps = 0
 
     def _on_training_start(self) -> None:
@@ -164,6 +192,10 @@ class CheckpointCallback(BaseCallback):
     def _on_step(self) -> bool:
         if crossed(self.num_timesteps, self._last_timesteps, self.save_freq):
             save_agent(self.model, checkpoint_path(self.folder, self.num_timesteps))
+            if self.keep > 0:
+                for old in checkpoints(self.folder)[: -self.keep]:
+                    old.unlink(missing_ok=True)
+                    vecnormalize_path(old).unlink(missing_ok=True)
         self._last_timesteps = self.num_timesteps
         return True
 
@@ -171,6 +203,12 @@ class CheckpointCallback(BaseCallback):
 def checkpoint_path(folder: Path, num_timesteps: int) -> Path:
     """The checkpoint file name for ``num_timesteps``."""
     return folder / f"{CHECKPOINT_PREFIX}_{num_timesteps}_steps.zip"
+
+
+def checkpoints(folder: Path) -> list[Path]:
+    """The checkpoint files in ``folder``, oldest first (by the timesteps in their names)."""
+    found = [(int(m.group(1)), p) for p in folder.glob(f"{CHECKPOINT_PREFIX}_*_steps.zip") if (m := CHECKPOINT_PATTERN.fullmatch(p.name))]
+    return [p for _, p in sorted(found)]
 
 
 def training_callbacks(
@@ -181,12 +219,14 @@ def training_callbacks(
     checkpoint_dir: Path,
     checkpoint_freq: int,
     verbose: int = 0,
+    keep_checkpoints: int = 0,
 ) -> list[BaseCallback]:
-    """The metrics callback, plus evaluation and checkpoints when their frequency is positive."""
+    """The metrics callback, plus evaluation and checkpoints when their frequency is positive (the newest
+    ``keep_checkpoints`` kept, 0 = all)."""
     callbacks: list[BaseCallback] = [EpisodeMetricsCallback()]
     if eval_freq > 0:
         callbacks.append(HeldOutEvalCallback(make_eval_env, run_dir, eval_seeds, eval_freq, verbose))
     if checkpoint_freq > 0:
-        callbacks.append(CheckpointCallback(checkpoint_dir, checkpoint_freq, verbose))
+        callbacks.append(CheckpointCallback(checkpoint_dir, checkpoint_freq, keep_checkpoints, verbose))
     return callbacks
 

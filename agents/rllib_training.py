@@ -31,6 +31,7 @@ from agents.training import (
     TENSORBOARD_DIR,
     RunPlan,
     TrainingInputError,
+    TrainingInterrupted,
     check_env_args,
     check_seeds,
     load_hyperparams,
@@ -156,6 +157,9 @@ def train(plan: RunPlan, run_dir: Path, eval_freq: int, checkpoint_freq: int, ra
 
     Writes ``model/`` (also on Ctrl-C), ``best_model/`` (best mean held-out return), ``checkpoints/``,
     ``evaluations.csv``, ``reference_returns.csv``, ``learning_curve.png`` and TensorBoard events in ``run_dir``.
+
+    Raises:
+        TrainingInterrupted: Ctrl-C stopped training; ``model/`` was saved first.
     """
     from baselines.ray_backend import connect, disconnect
 
@@ -193,6 +197,8 @@ def train(plan: RunPlan, run_dir: Path, eval_freq: int, checkpoint_freq: int, ra
                     algo.save_to_path(str((run_dir / CHECKPOINT_DIR / f"{CHECKPOINT_PREFIX}_{steps}_steps").resolve()))
         except KeyboardInterrupt:
             print(f"interrupted at {steps} timesteps; saving the model")
+            algo.save_to_path(str((run_dir / MODEL_NAME).resolve()))
+            raise TrainingInterrupted(steps, run_dir / MODEL_NAME) from None
         algo.save_to_path(str((run_dir / MODEL_NAME).resolve()))
         if verbose:
             print(f"{steps} env steps in {time.perf_counter() - started:.1f} s of training")

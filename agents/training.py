@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import pickle
 import time
 import zipfile
 from collections.abc import Callable, Sequence
@@ -38,7 +39,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv,
 from torch import nn
 
 import geopipe_env  # noqa: F401  (registers the env ids in this process)
-from agents.callbacks import CHECKPOINT_PREFIX, save_agent, training_callbacks, vecnormalize_path
+from agents.callbacks import BEST_MODEL_NAME, CHECKPOINT_PATTERN, checkpoints, save_agent, training_callbacks, vecnormalize_path
 from agents.policies import CUSTOM_POLICIES
 from baselines.policy import DEFAULT_SEED_START
 from geopipe_env.env import GeoPipeEnv
@@ -253,6 +254,22 @@ def check_model_args(algo: str, env_id: str, hyperparams: dict[str, Any]) -> Non
 
 # ---------------------------------------------------------------------------------------------------- runs
 @dataclass(frozen=True, slots=True)
+class ResumeSource:
+    """The saved model a resumed run continues from, and the newer saved models passed over as unreadable."""
+
+    path: Path
+    num_timesteps: int
+    unreadable: tuple[str, ...] = ()  # "<file> (<why>)", newest first
+
+    def describe(self) -> str:
+        """One line: which model the run resumes from, and why not from a newer one."""
+        line = f"resuming from {self.path} ({self.num_timesteps:,} timesteps)"
+        if self.unreadable:
+            line += f"; passed over, unreadable: {'; '.join(self.unreadable)}"
+        return line
+
+
+@dataclass(frozen=True, slots=True)
 class RunPlan:
     """A checked training run: what to train, on what, for how long, and from which saved model if resuming."""
 
@@ -261,16 +278,68 @@ class RunPlan:
     seed: int
     hyperparams: dict[str, Any]
     eval_seeds: tuple[int, ...]
-    resume_model: Path | None = None
+    resume: ResumeSource | None = None
+
+    @property
+    def resume_model(self) -> Path | None:
+        """The saved model this run continues from (None for a new run)."""
+        return None if self.resume is None else self.resume.path
 
 
-def latest_saved_model(run_dir: Path) -> Path:
-    """The saved model of ``run_dir`` with the most timesteps: ``model.zip`` or a checkpoint."""
-    final = run_dir / f"{MODEL_NAME}.zip"
-    candidates = [p for p in [final, *(run_dir / CHECKPOINT_DIR).glob(f"{CHECKPOINT_PREFIX}_*.zip")] if p.is_file()]
-    if not candidates:
-        raise TrainingInputError(f"{run_dir} holds neither {MODEL_NAME}.zip nor {CHECKPOINT_DIR}/*.zip to resume from")
-    return max(candidates, key=lambda p: (saved_num_timesteps(p), p == final))
+def resume_source(run_dir: Path, needs_stats: bool) -> ResumeSource:
+    """The newest readable saved model of ``run_dir``: ``model.zip``, a checkpoint or ``best_model.zip``, whichever
+    holds the most timesteps (on a tie ``model.zip``, then a checkpoint). A model counts as readable when its zip
+    archive is whole and names its timesteps and, if ``needs_stats``, its ``VecNormalize`` stats beside it load.
+
+    Raises:
+        TrainingInputError: no saved model of ``run_dir`` is readable.
+    """
+    rank = {run_dir / f"{MODEL_NAME}.zip": 2, run_dir / f"{BEST_MODEL_NAME}.zip": 0}
+    candidates = [p for p in rank if p.is_file()] + checkpoints(run_dir / CHECKPOINT_DIR)
+    readable, unreadable = [], []
+    for path in candidates:
+        try:
+            readable.append((check_saved_model(path, needs_stats), rank.get(path, 1), path))
+        except TrainingInputError as exc:
+            unreadable.append((path, str(exc)))
+    if not readable:
+        found = f"; unreadable: {'; '.join(why for _, why in unreadable)}" if unreadable else ""
+        raise TrainingInputError(
+            f"--resume {run_dir}: no saved model to resume from ({MODEL_NAME}.zip, {CHECKPOINT_DIR}/*.zip or {BEST_MODEL_NAME}.zip){found}"
+        )
+    num_timesteps, _, path = max(readable)
+    passed_over = tuple(why for p, why in unreadable if _named_timesteps(p) is None or _named_timesteps(p) >= num_timesteps)
+    return ResumeSource(path, num_timesteps, passed_over)
+
+
+def _named_timesteps(path: Path) -> int | None:
+    """The timesteps a checkpoint's file name gives (None for model.zip and best_model.zip)."""
+    match = CHECKPOINT_PATTERN.fullmatch(path.name)
+    return None if match is None else int(match.group(1))
+
+
+def check_saved_model(path: Path, needs_stats: bool) -> int:
+    """The timesteps of the saved SB3 model at ``path`` after checking that it can be loaded: a whole zip archive
+    (every member's checksum) and, if ``needs_stats``, ``VecNormalize`` stats beside it that unpickle.
+
+    Raises:
+        TrainingInputError: saying what is wrong with the file.
+    """
+    num_timesteps = saved_num_timesteps(path)
+    with zipfile.ZipFile(path) as archive:
+        corrupt = archive.testzip()
+    if corrupt is not None:
+        raise TrainingInputError(f"{path} (its {corrupt} is corrupt)")
+    if needs_stats:
+        stats = vecnormalize_path(path)
+        try:
+            with open(stats, "rb") as f:
+                pickle.load(f)  # noqa: S301 (the run's own file)
+        except FileNotFoundError:
+            raise TrainingInputError(f"{path} (no {stats.name} beside it)") from None
+        except Exception as exc:  # unpickling a cut-off file raises EOFError, UnpicklingError, ValueError, ...
+            raise TrainingInputError(f"{path} (its {stats.name} is unreadable: {type(exc).__name__})") from exc
+    return num_timesteps
 
 
 def saved_num_timesteps(path: Path) -> int:
@@ -278,8 +347,8 @@ def saved_num_timesteps(path: Path) -> int:
     try:
         with zipfile.ZipFile(path) as archive:
             return int(json.loads(archive.read("data"))["num_timesteps"])
-    except (zipfile.BadZipFile, KeyError, ValueError) as exc:
-        raise TrainingInputError(f"{path} is not a Stable-Baselines3 model file: {exc}") from exc
+    except (OSError, zipfile.BadZipFile, KeyError, ValueError) as exc:
+        raise TrainingInputError(f"{path} (not a Stable-Baselines3 model file: {exc})") from exc
 
 
 def plan_run(
@@ -297,16 +366,17 @@ def plan_run(
     A new run reads ``agents/hyperparams/<algo>.yml`` (or ``hyperparams_path``). A resumed run (``resume``, a run
     folder) keeps that run's algorithm, env id and ``config.yml`` hyperparameters (``algo`` / ``env_id`` may be
     None or must match), continues from its latest saved model, and takes ``n_timesteps`` as the timesteps to
-    add; ``overrides`` apply in both cases. The periodic evaluation runs on seeds ``eval_seed_start`` onwards, which
+    add; ``overrides`` apply in both cases. It continues from the newest readable saved model
+    (:func:`resume_source`). The periodic evaluation runs on seeds ``eval_seed_start`` onwards, which
     must be held out (at least 1000); keep them apart from the seeds a final comparison reports. A new run's
     model is built once here (:func:`check_model_args`), so that nothing is written for hyperparameters it
     cannot take.
     """
-    resume_model = None
+    source = None
     if resume is not None:
         if not resume.is_dir():
             raise TrainingInputError(f"--resume {resume}: no such run folder")
-        old_args = _read_yaml(resume / ARGS_FILE) if (resume / ARGS_FILE).is_file() else {}
+        old_args = read_run_args(resume)
         for name, given in (("algo", algo), ("env", env_id)):
             if given is not None and old_args.get(name) not in (None, given):
                 raise TrainingInputError(f"--resume {resume}: that run used --{name} {old_args[name]}, not {given}")
@@ -317,7 +387,6 @@ def plan_run(
         for key in ("policy", "policy_kwargs"):
             if key in overrides:
                 raise TrainingInputError(f"--resume: {key} is fixed by the saved model; it cannot be overridden")
-        resume_model = latest_saved_model(resume)
     algo = algo or DEFAULT_ALGO
     env_id = env_id or DEFAULT_ENV_ID
     if algo not in ALGOS:
@@ -325,18 +394,28 @@ def plan_run(
     if resume is not None:
         old = _read_yaml(resume / CONFIG_FILE)
         hyperparams = check_hyperparams({**old, **overrides}, f"{resume / CONFIG_FILE}")
-        if vecnormalize_kwargs(hyperparams) is not None and not vecnormalize_path(resume_model).is_file():
-            raise TrainingInputError(f"--resume: {resume_model.name} has no {vecnormalize_path(resume_model).name} beside it")
+        source = resume_source(resume, needs_stats=vecnormalize_kwargs(hyperparams) is not None)
     else:
         hyperparams = load_hyperparams(algo, env_id, overrides, hyperparams_path)
     check_seeds(seed, seed + hyperparams["n_envs"] - 1, eval_seed_start)
     if hyperparams["policy"] in CUSTOM_POLICIES and algo != DEFAULT_ALGO:
         raise TrainingInputError(f"policy {hyperparams['policy']} needs --algo {DEFAULT_ALGO} (it reads action masks)")
     check_env_args(env_id, hyperparams["env_kwargs"])
-    if resume_model is None:  # a resumed model keeps its saved policy
+    if source is None:  # a resumed model keeps its saved policy
         check_model_args(algo, env_id, hyperparams)
     eval_seeds = tuple(range(eval_seed_start, eval_seed_start + eval_episodes))
-    return RunPlan(algo, env_id, seed, hyperparams, eval_seeds, resume_model)
+    return RunPlan(algo, env_id, seed, hyperparams, eval_seeds, source)
+
+
+def read_run_args(run_dir: Path) -> dict[str, Any]:
+    """The command-line settings a run recorded in its ``args.yml`` (empty if it has none)."""
+    path = run_dir / ARGS_FILE
+    if not path.is_file():
+        return {}
+    args = _read_yaml(path)
+    if not isinstance(args, dict):
+        raise TrainingInputError(f"{path}: expected a mapping of settings")
+    return args
 
 
 def check_seeds(seed: int, last_seed: int, eval_seed_start: int) -> None:
@@ -399,12 +478,31 @@ def build_model(plan: RunPlan, venv: VecEnv, run_dir: Path, verbose: int) -> Bas
     return model
 
 
-def train(plan: RunPlan, run_dir: Path, eval_freq: int, checkpoint_freq: int, progress_bar: bool = True, verbose: int = 1) -> BaseAlgorithm:
+class TrainingInterrupted(KeyboardInterrupt):
+    """Training stopped by Ctrl-C (``SIGINT``) after the model so far was saved at ``saved``."""
+
+    def __init__(self, num_timesteps: int, saved: Path) -> None:
+        super().__init__(num_timesteps, saved)
+        self.num_timesteps = num_timesteps
+        self.saved = saved
+
+
+def train(
+    plan: RunPlan,
+    run_dir: Path,
+    eval_freq: int,
+    checkpoint_freq: int,
+    progress_bar: bool = True,
+    verbose: int = 1,
+    keep_checkpoints: int = 0,
+) -> BaseAlgorithm:
     """Train (or keep training) for ``n_timesteps`` and save ``run_dir/model.zip`` (+ its normalisation stats).
 
-    TensorBoard events go to ``run_dir/tensorboard``; evaluations, the best model and checkpoints are written
-    by the callbacks. Timesteps keep counting on a resumed model. A keyboard interrupt stops training early and
-    still saves the model.
+    TensorBoard events go to ``run_dir/tensorboard``; evaluations, the best model and checkpoints (the newest
+    ``keep_checkpoints``, 0 = all) are written by the callbacks. Timesteps keep counting on a resumed model.
+
+    Raises:
+        TrainingInterrupted: Ctrl-C stopped training; the model was saved first.
     """
     stats = None if plan.resume_model is None else vecnormalize_path(plan.resume_model)
     venv = make_vec_env(plan.env_id, plan.hyperparams, plan.seed, stats)
@@ -418,6 +516,7 @@ def train(plan: RunPlan, run_dir: Path, eval_freq: int, checkpoint_freq: int, pr
             run_dir / CHECKPOINT_DIR,
             checkpoint_freq,
             verbose,
+            keep_checkpoints,
         )
         try:
             model.learn(
@@ -428,8 +527,18 @@ def train(plan: RunPlan, run_dir: Path, eval_freq: int, checkpoint_freq: int, pr
             )
         except KeyboardInterrupt:
             print(f"interrupted at {model.num_timesteps} timesteps; saving the model")
+            save_agent(model, run_dir / f"{MODEL_NAME}.zip")
+            raise TrainingInterrupted(model.num_timesteps, run_dir / f"{MODEL_NAME}.zip") from None
         save_agent(model, run_dir / f"{MODEL_NAME}.zip")
         return model
     finally:
-        venv.close()
+        _close_quietly(venv)
 
+
+def _close_quietly(venv: VecEnv) -> None:
+    """Close ``venv``; worker processes that Ctrl-C already ended (it reaches the whole process group) are gone,
+    which ``SubprocVecEnv.close`` reports as a broken pipe."""
+    try:
+        venv.close()
+    except (EOFError, BrokenPipeError, ConnectionResetError):
+        pass

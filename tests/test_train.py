@@ -22,10 +22,10 @@ from agents.training import (
     HYPERPARAM_KEYS,
     check_hyperparams,
     hyperparams_file,
-    latest_saved_model,
     load_hyperparams,
     make_vec_env,
     parse_overrides,
+    resume_source,
     saved_num_timesteps,
 )
 
@@ -121,7 +121,8 @@ def test_saved_model_loads_and_acts_validly(smoke_run):
 
 def test_resume_continues_the_timestep_count(smoke_run, tmp_path):
     """Resuming a run loads its latest model and stats and keeps counting timesteps in a new run folder."""
-    assert latest_saved_model(smoke_run) == smoke_run / "model.zip"  # ties with the 256-step checkpoint go to model.zip
+    source = resume_source(smoke_run, needs_stats=True)
+    assert source.path == smoke_run / "model.zip" and source.unreadable == ()  # ties with the 256-step checkpoint go to model.zip
     first = saved_num_timesteps(smoke_run / "model.zip")
     args = ["--resume", str(smoke_run), "--n-timesteps", "64", "--eval-freq", "0", "--checkpoint-freq", "0", "--verbose", "0", "--no-progress-bar"]
     threads = torch.get_num_threads()
