@@ -8,11 +8,12 @@ Examples::
 A policy is a scripted policy's name, a saved agent (an SB3 .zip or an RLlib checkpoint folder), ``module:Class`` or
 ``file.py:Class`` (your own class with the policy protocol), each optionally labelled ``label=POLICY``
 (``baselines.specs``); an env argument ending in .yaml/.yml is a scenario file run on GeoPipe-v0. The slow rollout
-references (``rollout``, ``rollout-sjf``) run only when named in ``--policies``. Seeds are seed_start ..
-seed_start + N - 1 (default 1000..1009): seeds >= 1000 are held out for evaluation. ``python evaluate.py`` in a
-source checkout runs the same :func:`main`. The logic lives in ``baselines.specs`` (what to run),
-``baselines.episodes`` (running it), ``baselines.summary`` (statistics), ``baselines.report`` and
-``baselines.plots`` (output).
+references (``rollout``, ``rollout-sjf``) run only when named in ``--policies``. Results go to ``results/``,
+replacing the files of an earlier evaluation there (a note says so); a folder named with ``--out`` that holds an
+earlier evaluation is refused unless ``--force``. Seeds are seed_start .. seed_start + N - 1 (default 1000..1009):
+seeds >= 1000 are held out for evaluation. ``python evaluate.py`` in a source checkout runs the same :func:`main`.
+The logic lives in ``baselines.specs`` (what to run), ``baselines.episodes`` (running it), ``baselines.summary``
+(statistics), ``baselines.report`` and ``baselines.plots`` (output).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from baselines.summary import REFERENCE_POLICY, improvement_across_envs, paired_
 
 PROG = "geopipe-evaluate"
 DEFAULT_EPISODES = 10
+DEFAULT_OUT = Path("results")  # replaced by each run that names no --out
 
 _POSITIVE_INT = int_at_least(1)
 
@@ -64,13 +66,27 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     )
     parser.add_argument("--seed-start", type=int, default=DEFAULT_SEED_START, help=f"first seed (default {DEFAULT_SEED_START}, held out)")
     parser.add_argument("--workers", type=_POSITIVE_INT, default=os.cpu_count() or 1, help="processes; 1 runs in-process (default: CPU count)")
-    parser.add_argument("--out", type=Path, default=Path("results"), help="output folder (default results/)")
-    parser.add_argument("--force", action="store_true", help=f"overwrite the {' and '.join(RESULTS_FILES)} of an earlier evaluation in --out")
+    parser.add_argument(
+        "--out", type=Path,
+        help=f"output folder; one that holds an earlier evaluation is refused unless --force (default {DEFAULT_OUT}/, "
+        "whose earlier evaluation each run replaces)",
+    )
+    parser.add_argument("--force", action="store_true", help=f"replace the {' and '.join(RESULTS_FILES)} and figures of an earlier evaluation in --out")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
     parser.add_argument("--cost-weight", type=float, default=None, help="the env's reward cost weight (default: the scenario's)")
     parser.add_argument("--backend", choices=("process", "ray"), default="process", help="process pool, or Ray tasks (the 'ray' extra) (default process)")
     parser.add_argument("--ray-address", metavar="ADDR", help="with --backend ray: join the Ray cluster at ADDR (default: start a local one with --workers CPUs)")
     return parser
+
+
+def earlier_evaluation(out: Path) -> list[Path]:
+    """The files an earlier evaluation wrote in ``out``: its results files and figures (``<env>_<figure>.png``)."""
+    from baselines.plots import FIGURES
+
+    if not out.is_dir():
+        return []
+    figures = [p for name in FIGURES for p in out.glob(f"*_{name}.png")]
+    return sorted({*(out / name for name in RESULTS_FILES if (out / name).is_file()), *figures})
 
 
 def main(argv: list[str] | None = None, prog: str = PROG) -> int:
@@ -95,9 +111,11 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
             import_ray("ray", args.ray_address)
         except MissingExtraError as exc:
             parser.exit(2, f"{parser.prog}: error: {exc}\n")
+    replace = args.force or args.out is None
+    out = DEFAULT_OUT if args.out is None else args.out
     try:
-        check_output_folder(args.out, args.force)  # first: it is instant, while building the policies loads agents
-        names = check_inputs(envs, policy_specs, args.cost_weight)
+        names = check_inputs(envs, policy_specs, args.cost_weight)  # the arguments and scenarios first, then the folder
+        check_output_folder(out, replace)
     except EvaluationInputError as exc:
         parser.error(str(exc))
     warning = held_out_warning(seeds)
@@ -120,8 +138,13 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     if any(across_envs.values()):
         print(improvement_table(across_envs, len(envs)))
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_csv(rows, args.out / "results.csv")
+    earlier = earlier_evaluation(out)
+    if earlier:
+        print(f"{prog}: note: replacing the earlier evaluation in {out}/ ({len(earlier)} files); name another folder with --out to keep both", file=sys.stderr)
+        for path in earlier:
+            path.unlink()
+    out.mkdir(parents=True, exist_ok=True)
+    write_csv(rows, out / "results.csv")
     meta = {
         "command": command_line(prog, argv),
         "seeds": seeds,
@@ -136,14 +159,14 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
             subject: {other: est._asdict() for other, est in others.items()} for subject, others in across_envs.items()
         },
     }
-    write_json(rows, summary, envs, meta, args.out / "results.json")
+    write_json(rows, summary, envs, meta, out / "results.json")
     if not args.no_plots:
         from baselines.plots import plot_env
 
         for env in envs:
             env_rows = [r for r in rows if r["env"] == env.label]
-            plot_env(env_rows, summary[env.label], env.label, env.slug, args.out)
-    print(f"{len(rows)} episodes in {time.perf_counter() - started:.1f} s; results in {args.out}/")
+            plot_env(env_rows, summary[env.label], env.label, env.slug, out)
+    print(f"{len(rows)} episodes in {time.perf_counter() - started:.1f} s; results in {out}/")
     return 0
 
 

@@ -28,6 +28,7 @@ from baselines.summary import REFERENCE_POLICY, RETURN_KEY, paired_values, paret
 from baselines.stats import CONFIDENCE, mean_ci
 
 DPI = 120
+FIGURES = ("paired_differences", "jct_cdf", "jct_vs_cost", "gpu_timeline")  # what plot_env draws: <slug>_<figure>.png
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 LINE_STYLES = ("-", "--", "-.", ":")
 # (metric, axis label, True when lower is better) of the paired-difference panels.

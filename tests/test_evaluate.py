@@ -15,7 +15,7 @@ from conftest import load_script
 
 import geopipe_env
 from agents import pretrained_path
-from baselines import episodes, evaluate_cli, policy_names
+from baselines import episodes, evaluate_cli, plots, policy_names
 from baselines.report import _git_state, paired_tables
 from baselines.summary import change_vs_reference_pct, improvement_across_envs, paired_differences, pareto_front
 from baselines.specs import parse_env
@@ -196,6 +196,33 @@ def test_out_that_cannot_hold_results_exits_2_before_any_episode(where, tmp_path
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and err.count("\n") == 1 and f"--out {out}" in err and "is a file" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["blocker"]
+
+
+def test_the_default_folder_is_replaced_by_each_run(tmp_path, capsys, monkeypatch):
+    """Without --out the command runs again: each run replaces the earlier evaluation's results and figures in
+    results/ (one note on stderr) and leaves other files there alone."""
+    monkeypatch.chdir(tmp_path)
+    assert evaluate.main([arg for arg in TINY if arg != "--no-plots"]) == 0
+    out = tmp_path / "results"
+    assert len(list(out.glob("*.png"))) == len(plots.FIGURES)
+    (out / "notes.txt").write_text("mine")
+    capsys.readouterr()
+    assert evaluate.main([*TINY, "--seed-start", "1001"]) == 0
+    notes = [line for line in capsys.readouterr().err.splitlines() if "replacing" in line]
+    assert len(notes) == 1 and "results/" in notes[0] and "--out" in notes[0]
+    assert json.loads((out / "results.json").read_text())["seeds"] == [1001]
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt", "results.csv", "results.json"]  # no figure of the first run
+
+
+def test_arguments_and_scenarios_are_checked_before_the_output_folder(tmp_path, capsys, monkeypatch):
+    """A bad scenario is reported, not the --out that is a file, and no episode runs."""
+    monkeypatch.setattr(evaluate_cli, "run_episodes", _no_episodes)
+    blocker = tmp_path / "blocker"
+    blocker.write_text("")
+    with pytest.raises(SystemExit) as exit_info:
+        evaluate.main([*TINY, "--env", "missing-scenario.yaml", "--out", str(blocker)])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.count("\n") == 1 and "missing-scenario.yaml" in err and "--out" not in err
 
 
 def test_an_earlier_evaluation_is_kept_unless_forced(tmp_path, capsys, monkeypatch):
