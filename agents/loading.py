@@ -54,6 +54,14 @@ class AgentPolicy:
         self.env_kwargs: dict[str, Any] = {}
         self.wait_action = int(model.action_space.n) - 1
 
+    def __repr__(self) -> str:
+        model = self.model
+        return (
+            f"AgentPolicy(name={self.name!r}, model={type(model).__name__}({type(model.policy).__name__}, "
+            f"{model.num_timesteps:,} timesteps), obs_normalizer={type(self.obs_normalizer).__name__ if self.obs_normalizer is not None else None}, "
+            f"deterministic={self.deterministic})"
+        )
+
     def reset(self, env: Any) -> None:
         check_spaces(self.model.observation_space, env.observation_space, f"agent {self.name!r}")
         self.wait_action = env.unwrapped.wait_action

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable
 
 from baselines.bace import BacePipePolicy, PriceAwarePolicy, SjfPolicy
@@ -53,11 +54,19 @@ def policy_names(include_aliases: bool = True, include_slow: bool = False) -> tu
 
 
 def make_policy(name: str) -> Policy:
-    """A fresh scripted policy by name; raises ValueError listing the valid names otherwise."""
+    """A fresh scripted policy by name.
+
+    Raises:
+        ValueError: an unknown name; the message offers the closest valid name (``bace_pipe``: ``bace-pipe``) and
+            lists them all.
+    """
     try:
         return _FACTORIES[name]()
-    except KeyError:
-        raise ValueError(f"unknown policy {name!r}; expected one of {', '.join(_FACTORIES)}") from None
+    except (KeyError, TypeError):
+        normalised = str(name).strip().casefold().replace("_", "-").replace(" ", "-")
+        close = [normalised] if normalised in _FACTORIES else difflib.get_close_matches(normalised, _FACTORIES, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(f"unknown policy {name!r}{hint}; expected one of {', '.join(_FACTORIES)}") from None
 
 
 __all__ = ["SLOW_REFERENCES", "Policy", "ScriptedPolicy", "make_policy", "policy_names"]

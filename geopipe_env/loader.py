@@ -307,6 +307,16 @@ def load_scenario(source: str | os.PathLike | dict) -> Scenario:
     if not isinstance(source, (str, os.PathLike)):
         raise ScenarioError("<source>", f"got {_describe(source)}", "a path to a YAML file or a dict")
     path = Path(source)
+    if not path.exists():
+        names = builtin_names()
+        close = difflib.get_close_matches(path.stem if path.suffix.lower() in (".yaml", ".yml") else path.name, names, n=3)
+        hint = ""
+        if close:
+            quoted = [repr(n) for n in close]
+            hint = f" (did you mean {quoted[0] if len(quoted) == 1 else ', '.join(quoted[:-1]) + ' or ' + quoted[-1]}?)"
+        raise ScenarioError(
+            str(source), f"file not found, nor a built-in scenario name{hint}", f"a scenario YAML file or one of {_choices(names)}"
+        )
     data = _resolve_extends(_read_yaml(path), path.parent, (path.resolve(),))
     return _build(data, base_dir=path.parent, default_name=path.stem)
 

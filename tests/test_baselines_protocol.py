@@ -62,6 +62,13 @@ def test_unknown_policy_name_is_a_clear_error():
         make_policy("no-such-policy")
 
 
+@pytest.mark.parametrize("name, close", [("bace_pipe", "bace-pipe"), ("SJF", "sjf"), ("price aware", "price-aware"), ("cr-ldff", "cr-ldf")])
+def test_a_near_miss_policy_name_gets_a_did_you_mean(name, close):
+    """Underscores, capitals, spaces and typos get the valid name offered, before the list of all names."""
+    with pytest.raises(ValueError, match=rf"^unknown policy {name!r} \(did you mean {close!r}\?\); expected one of bace-pipe"):
+        make_policy(name)
+
+
 def test_policy_randomness_is_seeded_by_the_env():
     """fcfs-random gives the same episode for the same env seed, and does not consume the env's RNG."""
     a = _run("GeoPipe-v0", "fcfs-random", seed=11)[1]

@@ -8,10 +8,12 @@ import math
 import pickle
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import yaml
 
+import geopipe_env  # noqa: F401  (registers the env ids)
 from geopipe_env import bundled
 from geopipe_env.catalog import GPU_CATALOG, MODEL_CATALOG
 from geopipe_env.loader import ScenarioError, builtin_names, load_builtin, load_scenario
@@ -507,6 +509,18 @@ def test_missing_file_names_the_file(tmp_path):
     with pytest.raises(ScenarioError) as info:
         load_scenario(missing)
     assert info.value.key_path == str(missing)
+
+
+@pytest.mark.parametrize("scenario, close", [("geopipe-v1", "'geopipe-v0', 'geopipe-v0-wide' or"), ("Paper24.yaml", "'paper-24' or 'paper'?"), ("elsewhere/geopipe-v0-wid.yml", "'geopipe-v0-wide'")])
+def test_a_missing_scenario_suggests_the_close_built_in_names(scenario, close):
+    """A scenario that is neither a file nor a built-in name gets one line naming the close built-in names, from
+    gym.make as from load_scenario; a name close to none gets the list of built-in names."""
+    with pytest.raises(ScenarioError) as info:
+        gym.make("GeoPipe-v0", scenario=scenario)
+    message = str(info.value)
+    assert "\n" not in message and message.startswith(f"{scenario}: file not found") and f"did you mean {close}" in message
+    with pytest.raises(ScenarioError, match=r"file not found, nor a built-in scenario name; expected a scenario YAML file or one of a6000"):
+        load_scenario("zzz-qqq")
 
 
 def test_unknown_key_error_suggests_the_close_key():

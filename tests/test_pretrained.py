@@ -30,6 +30,16 @@ def test_load_pretrained_finds_the_agent_through_the_package(tmp_path, monkeypat
     assert agent.name == AGENT.stem and agent.obs_normalizer is not None
 
 
+def test_an_agent_prints_what_it_is():
+    """An agent's repr names it, its algorithm and network, its training timesteps and how it acts."""
+    text = repr(load_pretrained())
+    assert text == (
+        "AgentPolicy(name='geopipe_v0_maskable_ppo', model=MaskablePPO(CandidateScoringPolicy, 200,000 timesteps), "
+        "obs_normalizer=VecNormalize, deterministic=True)"
+    )
+    assert "deterministic=False" in repr(load_agent(AGENT, deterministic=False))
+
+
 def test_shipped_agent_finishes_a_held_out_geopipe_v0_episode():
     """On a held-out seed of the env it was made for, it finishes every job with only valid actions."""
     env = gym.make("GeoPipe-v0")
