@@ -50,6 +50,20 @@ def test_the_distribution_name_is_used_by_every_install_hint():
     assert named and {name for _, name in named} == {DISTRIBUTION}, sorted(named)
 
 
+def test_the_cpu_torch_command_asks_for_the_torch_the_project_accepts():
+    """README and getting-started tell CPU-only users to take PyTorch's CPU build within the [train] extra's torch
+    range (which the CI pin, 2.13.0, satisfies), so the install that follows keeps it; neither tells anyone to pin
+    torch==2.13.0, which on the public index is the CUDA build."""
+    specifiers = pytest.importorskip("packaging.specifiers")
+    requirement = next(r for r in PYPROJECT["project"]["optional-dependencies"]["train"] if r.startswith("torch"))
+    spec = requirement.removeprefix("torch")
+    assert specifiers.SpecifierSet(spec).contains("2.13.0")
+    command = f'pip install "torch{spec}" --index-url https://download.pytorch.org/whl/cpu'
+    for page in (ROOT / "README.md", ROOT / "docs" / "getting-started.md"):
+        text = page.read_text()
+        assert command in text and f"`{spec}`" in text and "pip install torch==" not in text, page.name
+
+
 def test_license_is_an_spdx_string_and_its_files_exist():
     """The licence is an SPDX expression (not a table), and every licence file it names exists."""
     project = PYPROJECT["project"]
@@ -151,3 +165,4 @@ def test_without_the_train_extra_evaluation_runs_and_training_says_what_to_insta
         code, message = messages[name]
         assert code == 2 and message.count("\n") == 1 and "[train] extra" in message and f"{DISTRIBUTION}[train]" in message, message
     assert not (tmp_path / "bad").exists() and not (tmp_path / "runs").exists()
+
