@@ -8,6 +8,7 @@ test tried.
 
 import importlib.util
 import os
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -29,6 +30,12 @@ def pytest_terminal_summary(terminalreporter):
             f"property test: {t['worlds']:,} random worlds, {t['steps']:,} steps ({t['invalid']:,} invalid actions sent), "
             f"{t['jobs_done']:,} jobs finished; every invariant checked at every step"
         )
+
+
+def readme_link_targets() -> list[str]:
+    """The relative link and image targets of README.md (anchors dropped; absolute URLs left out)."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    return re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", readme)
 
 
 def load_script(name: str):

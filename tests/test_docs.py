@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import readme_link_targets
 
 pytest.importorskip("mkdocs", reason="the [docs] extra is not installed")
 pytest.importorskip("mkdocstrings", reason="the [docs] extra is not installed")
@@ -31,8 +31,7 @@ def test_mkdocs_build_strict(tmp_path):
 
 def test_readme_links_to_existing_docs():
     """Every relative link in the README points at a file in the repository."""
-    readme = (ROOT / "README.md").read_text()
-    targets = re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", readme)
+    targets = readme_link_targets()
     assert targets, "the README links to the docs"
     missing = [t for t in targets if not (ROOT / t).exists()]
     assert not missing, missing
