@@ -259,7 +259,7 @@ class ResumeSource:
 
     path: Path
     num_timesteps: int
-    unreadable: tuple[str, ...] = ()  # "<file> (<why>)", newest first
+    unreadable: tuple[str, ...] = ()  # "<file> (<why>)" each
 
     def describe(self) -> str:
         """One line: which model the run resumes from, and why not from a newer one."""
@@ -365,12 +365,11 @@ def plan_run(
 
     A new run reads ``agents/hyperparams/<algo>.yml`` (or ``hyperparams_path``). A resumed run (``resume``, a run
     folder) keeps that run's algorithm, env id and ``config.yml`` hyperparameters (``algo`` / ``env_id`` may be
-    None or must match), continues from its latest saved model, and takes ``n_timesteps`` as the timesteps to
-    add; ``overrides`` apply in both cases. It continues from the newest readable saved model
-    (:func:`resume_source`). The periodic evaluation runs on seeds ``eval_seed_start`` onwards, which
-    must be held out (at least 1000); keep them apart from the seeds a final comparison reports. A new run's
-    model is built once here (:func:`check_model_args`), so that nothing is written for hyperparameters it
-    cannot take.
+    None or must match), continues from its newest readable saved model (:func:`resume_source`), and takes
+    ``n_timesteps`` as the timesteps to add; ``overrides`` apply in both cases. The periodic evaluation runs on
+    seeds ``eval_seed_start`` onwards, which must be held out (at least 1000); keep them apart from the seeds a
+    final comparison reports. A new run's model is built once here (:func:`check_model_args`), so that nothing is
+    written for hyperparameters it cannot take.
     """
     source = None
     if resume is not None:

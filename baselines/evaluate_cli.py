@@ -140,7 +140,8 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
 
     earlier = earlier_evaluation(out)
     if earlier:
-        print(f"{prog}: note: replacing the earlier evaluation in {out}/ ({len(earlier)} files); name another folder with --out to keep both", file=sys.stderr)
+        keep = "; name another folder with --out to keep both" if args.out is None else ""
+        print(f"{prog}: note: replacing the earlier evaluation in {out}/ ({len(earlier)} files){keep}", file=sys.stderr)
         for path in earlier:
             path.unlink()
     out.mkdir(parents=True, exist_ok=True)
