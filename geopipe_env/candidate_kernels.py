@@ -14,15 +14,16 @@ from __future__ import annotations
 import numpy as np
 
 from geopipe_env.compiled import jit
-from geopipe_env.layout_table import LayoutTable, find_layout
+from geopipe_env.layout_table import LayoutTable, executor_total_s, find_layout
 from geopipe_env.physics.energy import cumulative_at, gpu_power_w, weighted_integral
 from geopipe_env.physics.network import is_stalled
-from geopipe_env.physics.pipeline import BACKWARD_TO_FORWARD, iteration_total_s
+from geopipe_env.physics.pipeline import MODEL_EXECUTOR, iteration_total_s
 from geopipe_env.tables import (
     C_CARBON, C_COST, C_DEMAND, C_DURATION, C_ITERATION, C_RATE, C_STALLED, CAND_BANDWIDTH_SLACK, CAND_CARBON,
     CAND_COST, CAND_FEASIBLE, CAND_LOG_DURATION, CAND_LOG_ITERATION_VS_ISOLATED, CAND_STALLED, CAND_WAN_HOPS,
-    J_ITERATIONS, J_PROFILE, LF_ALLREDUCE, LF_DEMAND, LF_WAN_BYTES, NUM_CANDIDATE_FLOATS, P_FITS, P_MICROBATCHES,
-    P_STAGE_GPUS, P_STAGES, P_TABLE_ID,
+    C_SCHEDULE, J_ITERATIONS, J_PROFILE, LF_ALLREDUCE, LF_DEMAND, LF_WAN_BYTES, LI_KIND, LI_SCHEDULE, LI_WRAP,
+    NUM_CANDIDATE_FLOATS, P_FITS, P_MICROBATCHES, P_STAGE_GPUS, P_STAGES, P_TABLE_ID, PF_ADMIT_PER_FORWARD,
+    PF_BUSY_PER_FORWARD, PF_FORWARD, PF_WAN_BYTES,
 )
 from geopipe_env.units import GRAMS_PER_KG, SECONDS_PER_HOUR, WATTS_PER_KW, transfer_time_s
 
@@ -33,7 +34,6 @@ NUM_NAMED = 5
 # Path growth scores: -price of the new region (cr-lcf); free stages and spare bandwidth (cr-ldf); spare
 # bandwidth (bace-pipe).
 _BY_PRICE, _BY_FREE_AND_SPARE, _BY_SPARE = range(3)
-_GPU_BUSY_PER_FORWARD = 1.0 + BACKWARD_TO_FORWARD  # forward + backward, in forward times
 
 
 @jit
@@ -55,18 +55,20 @@ def _sort_by(keys: np.ndarray, regions: np.ndarray, count: int) -> None:
 
 
 @jit
-def _admits(a: int, b: int, spare: np.ndarray, latency: np.ndarray, forward: np.ndarray, wan_bytes: float) -> bool:
-    """``placement.comm_fits_compute``: ``d·A·8/B_avail + latency <= t_f + t_b`` on boundary a→b."""
+def _admits(a: int, b: int, spare: np.ndarray, latency: np.ndarray, admit_s: np.ndarray, wan_bytes: float) -> bool:
+    """``placement.comm_fits_compute``: ``d·A·8/B_avail + latency <= t_f + t_b`` on boundary a→b (per message of
+    the job's schedule); ``admit_s`` (R,) is the right-hand side per region
+    (``placement.admission_per_forward`` × the forward time)."""
     free_bw = min(spare[a, b], spare[b, a])
     if free_bw <= 0.0:
         return False
     comm_s = transfer_time_s(wan_bytes, free_bw) + latency[a, b]
-    return comm_s <= _GPU_BUSY_PER_FORWARD * min(forward[a], forward[b])
+    return comm_s <= min(admit_s[a], admit_s[b])
 
 
 @jit
 def _grow_path(start: int, needed: int, free: np.ndarray, bandwidth: np.ndarray, spare: np.ndarray,
-               latency: np.ndarray, forward: np.ndarray, wan_bytes: float, price: np.ndarray, score_kind: int,
+               latency: np.ndarray, admit_s: np.ndarray, wan_bytes: float, price: np.ndarray, score_kind: int,
                max_free: float, max_bw: float, admissible: bool, both_ends: bool, path: np.ndarray,
                in_path: np.ndarray) -> int:
     """``placement._grow_path``: the path's length in ``path`` (0 if it cannot hold ``needed`` stages)."""
@@ -84,7 +86,7 @@ def _grow_path(start: int, needed: int, free: np.ndarray, bandwidth: np.ndarray,
             for new in range(num_regions):
                 if bandwidth[end, new] <= 0.0 or free[new] <= 0 or in_path[new]:
                     continue
-                if admissible and not _admits(end, new, spare, latency, forward, wan_bytes):
+                if admissible and not _admits(end, new, spare, latency, admit_s, wan_bytes):
                     continue
                 if score_kind == _BY_PRICE:
                     score = -price[new]
@@ -162,7 +164,7 @@ def _best_single(free: np.ndarray, needed: int, keys: np.ndarray) -> int:
 
 @jit
 def _named(code: int, free: np.ndarray, free_gpus: np.ndarray, needed: int, bandwidth: np.ndarray, spare: np.ndarray,
-           max_spare: float, latency: np.ndarray, forward: np.ndarray, wan_bytes: float, price: np.ndarray,
+           max_spare: float, latency: np.ndarray, admit_s: np.ndarray, wan_bytes: float, price: np.ndarray,
            rank: np.ndarray, regions: np.ndarray, stages: np.ndarray, path: np.ndarray, in_path: np.ndarray,
            order: np.ndarray) -> int:
     """The placement of named strategy ``code`` (``strategies.BUILT_IN``) in ``regions``/``stages``; its
@@ -188,7 +190,7 @@ def _named(code: int, free: np.ndarray, free_gpus: np.ndarray, needed: int, band
                 count += 1
         _sort_by(rank, starts, count)
         for i in range(count):
-            length = _grow_path(starts[i], needed, free, bandwidth, spare, latency, forward, wan_bytes, price,
+            length = _grow_path(starts[i], needed, free, bandwidth, spare, latency, admit_s, wan_bytes, price,
                                 _BY_SPARE, 1.0, 1.0, True, True, path, in_path)
             if length:
                 return _cost_min_allocate(path, length, free, needed, rank, regions, stages, order)
@@ -207,7 +209,7 @@ def _named(code: int, free: np.ndarray, free_gpus: np.ndarray, needed: int, band
     if start < 0:
         return 0
     kind = _BY_PRICE if code == CR_LCF else _BY_FREE_AND_SPARE
-    length = _grow_path(start, needed, free, bandwidth, spare, latency, forward, wan_bytes, price, kind, max_free,
+    length = _grow_path(start, needed, free, bandwidth, spare, latency, admit_s, wan_bytes, price, kind, max_free,
                         max(max_spare, 1e-9), False, False, path, in_path)
     if length == 0:
         return 0
@@ -233,7 +235,7 @@ def candidate_table(
     profile_f, profile_i,
     visible, job_i, job_run_s,
     strategies,
-    index, layout_f, layout_i, arrays, places,
+    index, layout_f, layout_i, arrays, places, programs,
     candidate_of, candidate_f, candidate_place, candidate_length, misses, mask,
 ) -> tuple[int, int, int]:
     """The candidate table of the visible jobs (``strategies.candidate_row`` for each, in slot order).
@@ -245,15 +247,16 @@ def candidate_table(
             (4, R) the GPUs' busy W per TFLOPS × PUE, idle and busy W, and PUE; and the hourly price and carbon
             series as ``HourlyIntegral`` holds them (prefix (R, H+1) and values (R, H)). (Arrays are grouped so:
             numba's dispatch costs about 0.1 µs per array argument.)
-        profile_f (P, R + 1), profile_i (P, 4 + R): per job profile, its forward time per region, then its WAN
-            message ``d·A`` in bytes; its layout-table id, stage count, GPUs per stage and micro-batches, then its
-            memory fit per region (``tables.PROFILE_INTS``).
+        profile_f (P, 3 + R), profile_i (P, 4 + R): per job profile, its WAN message ``d·A`` in bytes, busy and
+            admission time per forward, then its forward time per region (``tables.PROFILE_FLOATS``); its
+            layout-table id, stage count, GPUs per stage and micro-batches, then its memory fit per region
+            (``tables.PROFILE_INTS``).
         visible (Q,): the visible jobs' ids. job_i (2, J), job_run_s (J,): per job, its profile and iterations
             (``tables.CANDIDATE_JOB_INTS`` rows) and its isolated duration (what BACE-Pipe's cost rank spreads the
             price over).
         strategies (K,): strategy codes (``BACE_PIPE`` … ``GREENEST``; a negative code leaves column k to the
             caller).
-        index … places: a :class:`~geopipe_env.layout_table.LayoutTable`'s arrays.
+        index … programs: a :class:`~geopipe_env.layout_table.LayoutTable`'s arrays.
         candidate_of (Q, K): written, the candidate behind each action (−1: masked). candidate_f (C, 7),
             candidate_place (C, 2R), candidate_length (C,): written, each candidate's figures
             (``tables.CANDIDATE_FLOATS``),
@@ -303,8 +306,8 @@ def candidate_table(
         p = job_i[J_PROFILE, job]
         ints = profile_i[p]
         needed, stage_gpus, m = ints[P_STAGES], ints[P_STAGE_GPUS], ints[P_MICROBATCHES]
-        forward = profile_f[p, :num_regions]
-        wan_bytes = profile_f[p, num_regions]
+        forward = profile_f[p, PF_FORWARD:PF_FORWARD + num_regions]
+        wan_bytes = profile_f[p, PF_WAN_BYTES]
         if not done[p]:
             done[p] = True
             for r in range(num_regions):
@@ -316,7 +319,8 @@ def candidate_table(
                 rank[r] = (end_cum[r] - start_cum[r]) * (SECONDS_PER_HOUR / run_s) * watts_per_tflops[r]
             for code in range(NUM_NAMED):
                 named_length[p, code] = _named(
-                    code, free_of[p], free_gpus, needed, bandwidth, spare, max_spare, latency, forward,
+                    code, free_of[p], free_gpus, needed, bandwidth, spare, max_spare, latency,
+                    profile_f[p, PF_ADMIT_PER_FORWARD] * forward,
                     wan_bytes, price, rank, named_regions[p, code],
                     named_stages[p, code], path, in_path, order,
                 )
@@ -369,17 +373,24 @@ def candidate_table(
                 for h in range(length - 1):
                     a, b = regions[h], regions[h + 1]
                     free_bw = min(free_bw, min(spare[a, b], spare[b, a]))
+                if layout_i[lay, LI_WRAP]:  # an interleaved pipeline's wrap from its last region to its first
+                    a, b = regions[length - 1], regions[0]
+                    free_bw = min(free_bw, min(spare[a, b], spare[b, a]))
                 rate = min(demand, free_bw)
             if rate <= 0.0:
                 continue
             min_cadence = 0.0
             if length > 1:
                 min_cadence = transfer_time_s(layout_f[lay, LF_WAN_BYTES], rate)
-            t_iter = iteration_total_s(layout_f, layout_i, arrays, lay, min_cadence) + layout_f[lay, LF_ALLREDUCE]
+            if layout_i[lay, LI_KIND] == MODEL_EXECUTOR:
+                t_iter = executor_total_s(layout_f, layout_i, arrays, places, programs, lay, min_cadence)
+            else:
+                t_iter = iteration_total_s(layout_f, layout_i, arrays, lay, min_cadence)
+            t_iter += layout_f[lay, LF_ALLREDUCE]
             duration = t_iter * job_i[J_ITERATIONS, job]
             if not np.isfinite(duration):
                 continue
-            busy_per_forward = m * _GPU_BUSY_PER_FORWARD
+            busy_per_forward = m * profile_f[p, PF_BUSY_PER_FORWARD]
             for h in range(length):
                 r = regions[h]
                 busy_fraction = float(busy_per_forward * forward[r]) / t_iter
@@ -399,6 +410,7 @@ def candidate_table(
             out[C_RATE] = rate
             out[C_DEMAND] = demand
             out[C_STALLED] = 1.0 if is_stalled(rate, demand) else 0.0
+            out[C_SCHEDULE] = float(layout_i[lay, LI_SCHEDULE])
             candidate_place[c, :length] = regions[:length]
             candidate_place[c, num_regions:num_regions + length] = stages[:length]
             candidate_length[c] = length
@@ -472,10 +484,10 @@ def warm_up() -> None:
     out_of, out_f = np.zeros((1, 1), dtype=np.int64), np.zeros((1, NUM_CANDIDATE_FLOATS))
     candidate_table(
         0.0, np.ones(1, dtype=np.int64), ones, np.zeros((1, 1)), np.ones((2, 1, 1)), np.ones((4, 1)),
-        np.zeros((1, 2)), np.zeros((1, 1)), np.zeros((1, 2)), np.zeros((1, 1)), np.ones((1, 2)),
+        np.zeros((1, 2)), np.zeros((1, 1)), np.zeros((1, 2)), np.zeros((1, 1)), np.ones((1, PF_FORWARD + 1)),
         np.ones((1, 5), dtype=np.int64), zero_ints, np.array([[0], [1]], dtype=np.int64), np.ones(1), zero_ints,
         table.index, table.layout_f, table.layout_i, table.arrays,
-        table.places, out_of, out_f, np.zeros((1, 2), dtype=np.int64), zero_ints.copy(), np.zeros((1, 4), dtype=np.int64),
+        table.places, table.programs, out_of, out_f, np.zeros((1, 2), dtype=np.int64), zero_ints.copy(), np.zeros((1, 4), dtype=np.int64),
         np.zeros(2, dtype=np.bool_),
     )
     candidate_features(out_of, out_f, zero_ints, np.ones(1), 1.0, 1.0, 1.0, 1.0, np.zeros((1, 8), dtype=np.float32),

@@ -11,13 +11,15 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class GpuType:
-    """A GPU model: dense bf16 peak, memory and power draw."""
+    """A GPU model: dense bf16 peak, memory, power draw, and the share of its peak that a transformer layer's
+    kernels reach in pipeline-parallel training (None where no published run sets it)."""
 
     name: str
     tflops: float  # dense bf16/fp16 tensor-core peak
     memory_gb: float
     busy_watts: float
     idle_watts: float
+    kernel_efficiency: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,10 +48,15 @@ class DatasetSpec:
 GPU_CATALOG: dict[str, GpuType] = {
     # NVIDIA RTX A6000 datasheet: 154.8 dense FP16 tensor TFLOPS, 48 GB, 300 W TDP; idle ~50 W (assumed, ~15% of TDP).
     "A6000": GpuType("A6000", tflops=154.8, memory_gb=48.0, busy_watts=300.0, idle_watts=50.0),
-    # NVIDIA A100 SXM 80 GB datasheet: 312 dense BF16 TFLOPS, 400 W; idle ~15% of TDP (assumed).
-    "A100": GpuType("A100", tflops=312.0, memory_gb=80.0, busy_watts=400.0, idle_watts=60.0),
-    # NVIDIA H100 SXM datasheet: 989 dense BF16 TFLOPS, 80 GB, 700 W; idle ~15% of TDP (assumed).
-    "H100": GpuType("H100", tflops=989.0, memory_gb=80.0, busy_watts=700.0, idle_watts=105.0),
+    # NVIDIA A100 SXM 80 GB datasheet: 312 dense BF16 TFLOPS, 400 W; idle ~15% of TDP (assumed). Kernel efficiency:
+    # set by BLOOM-176B's training run (384 A100, bigscience tr11-176B-ml: 104.70 s per iteration), the value at
+    # which GeoPipe times that run as published (benchmarks/calibration.py --fit; docs/calibration.md).
+    "A100": GpuType("A100", tflops=312.0, memory_gb=80.0, busy_watts=400.0, idle_watts=60.0, kernel_efficiency=0.532),
+    # NVIDIA H100 SXM datasheet: 989 dense BF16 TFLOPS, 80 GB, 700 W; idle ~15% of TDP (assumed). Kernel efficiency:
+    # set by NVIDIA's DGX Cloud benchmarking recipes, BF16, release v24.11.1 (Llama 3.1 70B and 405B, GPT-3 175B;
+    # Nemotron-4 340B does not fit GeoPipe's memory model): the geometric mean of the values at which GeoPipe times
+    # each as published (benchmarks/calibration.py --fit; docs/calibration.md).
+    "H100": GpuType("H100", tflops=989.0, memory_gb=80.0, busy_watts=700.0, idle_watts=105.0, kernel_efficiency=0.564),
     # NVIDIA L40S datasheet: 362 dense FP16 tensor TFLOPS, 48 GB, 350 W; idle ~15% of TDP (assumed).
     "L40S": GpuType("L40S", tflops=362.0, memory_gb=48.0, busy_watts=350.0, idle_watts=52.0),
     # NVIDIA V100 SXM2 32 GB datasheet: 125 FP16 tensor TFLOPS, 300 W; idle ~15% of TDP (assumed).

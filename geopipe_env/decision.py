@@ -27,13 +27,14 @@ import numpy as np
 from geopipe_env import candidate_kernels as ck
 from geopipe_env.layout_table import LayoutTable, shared_table
 from geopipe_env.observation import ObservationEncoder
-from geopipe_env.placement import CandidateInfo, PlacementContext, _placement
+from geopipe_env.placement import CandidateInfo, PlacementContext, _placement, admission_per_forward
 from geopipe_env.scenario import Scenario
 from geopipe_env.simulator import ClusterSim, Placement
 from geopipe_env.strategies import NO_TWIN, candidate_row, compiled_codes, named_placement
 from geopipe_env.tables import (
-    C_CARBON, C_COST, C_DEMAND, C_DURATION, C_ITERATION, C_RATE, C_STALLED, J_ITERATIONS, J_PROFILE,
-    NUM_CANDIDATE_FLOATS, P_FITS, P_MICROBATCHES, P_STAGE_GPUS, P_STAGES, P_TABLE_ID,
+    C_CARBON, C_COST, C_DEMAND, C_DURATION, C_ITERATION, C_RATE, C_SCHEDULE, C_STALLED, J_ITERATIONS, J_PROFILE,
+    NUM_CANDIDATE_FLOATS, P_FITS, P_MICROBATCHES, P_STAGE_GPUS, P_STAGES, P_TABLE_ID, PF_ADMIT_PER_FORWARD,
+    PF_BUSY_PER_FORWARD, PF_FORWARD, PF_WAN_BYTES,
 )
 
 
@@ -149,10 +150,13 @@ class CompiledBackend:
         self.job_i = np.empty((2, len(jobs)), dtype=np.int64)  # (2, J), rows tables.CANDIDATE_JOB_INTS
         self.job_i[J_PROFILE], self.job_i[J_ITERATIONS] = job_profile, [j.iterations for j in jobs]
         self.job_run_s = np.array([j.isolated_duration_s for j in jobs])  # (J,)
-        # (P, R + 1) and (P, 4 + R), tables.PROFILE_INTS: filled by columns (rows of mixed numbers would be slower)
-        self.profile_f = np.empty((len(first), num_regions + 1))
-        self.profile_f[:, :num_regions] = [j.forward_s for j in first]
-        self.profile_f[:, num_regions] = [j.wan_message_bytes for j in first]
+        # (P, 3 + R) and (P, 4 + R), tables.PROFILE_FLOATS and PROFILE_INTS: filled by columns (rows of mixed
+        # numbers would be slower)
+        self.profile_f = np.empty((len(first), PF_FORWARD + num_regions))
+        self.profile_f[:, PF_FORWARD:] = [j.forward_s for j in first]
+        self.profile_f[:, PF_WAN_BYTES] = [j.wan_message_bytes for j in first]
+        self.profile_f[:, PF_BUSY_PER_FORWARD] = [1.0 + j.backward_ratio for j in first]
+        self.profile_f[:, PF_ADMIT_PER_FORWARD] = [admission_per_forward(j) for j in first]
         self.profile_i = np.zeros((len(first), P_FITS + num_regions), dtype=np.int64)
         self.profile_i[:, P_STAGES] = [j.num_stages for j in first]
         self.profile_i[:, P_STAGE_GPUS] = [j.stage_gpus for j in first]
@@ -191,7 +195,7 @@ class CompiledBackend:
             used, num_misses, launches = ck.candidate_table(
                 sim.now_s, sim.free_gpus, sim.capacity_gbps, sim.link_load_gbps, *self._world,
                 self.profile_f, self.profile_i, ids, self.job_i, self.job_run_s, self.codes,
-                table.index, table.layout_f, table.layout_i, table.arrays, table.places,
+                table.index, table.layout_f, table.layout_i, table.arrays, table.places, table.programs,
                 rows, self.candidate_f, self.candidate_place, self.candidate_length, self._misses, mask,
             )
             if not num_misses:
@@ -221,9 +225,10 @@ class CompiledBackend:
                     continue
                 c = used
                 used += 1
-                self.candidate_f[c, [C_ITERATION, C_DURATION, C_COST, C_CARBON, C_RATE, C_DEMAND, C_STALLED]] = (
+                self.candidate_f[c, [C_ITERATION, C_DURATION, C_COST, C_CARBON, C_RATE, C_DEMAND, C_STALLED,
+                                     C_SCHEDULE]] = (
                     info.iteration_s, info.duration_s, info.cost_usd, info.carbon_kg, info.rate_gbps, info.demand_gbps,
-                    float(info.stalled),
+                    float(info.stalled), float(info.schedule),
                 )
                 length = len(placement.regions)
                 self.candidate_place[c, :length] = placement.regions
@@ -257,7 +262,7 @@ class CompiledBackend:
         f = self.candidate_f[int(self.candidate_of[slot, k])].tolist()
         return CandidateInfo(
             placement, f[C_ITERATION], f[C_DURATION], f[C_COST], f[C_CARBON], f[C_RATE], f[C_DEMAND],
-            bool(f[C_STALLED]),
+            bool(f[C_STALLED]), int(f[C_SCHEDULE]),
         )
 
     def rows(self) -> list[list[CandidateInfo | None]]:

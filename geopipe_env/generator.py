@@ -17,6 +17,7 @@ from geopipe_env.physics import pipeline
 from geopipe_env.physics.energy import HourlyIntegral, gpu_power_w
 from geopipe_env.scenario import SIZING_FIXED, SIZING_MEMORY, JobShape, Scenario
 from geopipe_env.sizing import connected_components, size_job
+from geopipe_env.physics.pipeline import BACKWARD_TO_FORWARD, ONE_F_ONE_B
 from geopipe_env.units import SECONDS_PER_HOUR, rate_gbps, transfer_time_s
 
 # The fields of a job that its timing, power and candidate placements read: jobs equal in these (the job's
@@ -25,7 +26,8 @@ from geopipe_env.units import SECONDS_PER_HOUR, rate_gbps, transfer_time_s
 # JOB_OTHER_FIELDS; tests/test_cache_keys.py perturbs each of those and checks that no timing moves.
 JOB_PROFILE_FIELDS = (
     "model", "num_stages", "activation_bytes", "gpus_per_stage", "data_parallel", "num_microbatches", "forward_s",
-    "fits", "allreduce_s",
+    "fits", "allreduce_s", "schedules", "virtual_stages", "context_parallel", "backward_ratio", "input_gradient",
+    "schedule_fits", "link_messages",
 )
 JOB_OTHER_FIELDS = (
     "job_id", "arrival_s", "dataset", "params", "layers", "hidden", "micro_batch_size", "seq_len", "iterations",
@@ -75,21 +77,40 @@ class Job:
     typical_demand_gbps: float  # no-stall rate per hop, d·A·8 / (t_f + t_b), on the median GPU it fits
     isolated_power_w: float  # facility power running alone at the isolated iteration time, on the median GPU it fits
     data_parallel: int = 1  # replicas d; each stage's replicas sit in one region
-    allreduce_s: float = 0.0  # gradient all-reduce of the d replicas per iteration, inside a region
+    allreduce_s: float = 0.0  # gradient all-reduce of the d·c ranks per iteration, inside a region
+    schedules: tuple[str, ...] = (ONE_F_ONE_B,)  # the pipeline schedules it accepts, its own first
+    virtual_stages: int = 1  # chunks per device (interleaved-1f1b, hanayo)
+    context_parallel: int = 1  # c: a replica's stage holds t·c GPUs
+    backward_ratio: float = BACKWARD_TO_FORWARD  # backward time ÷ forward time
+    input_gradient: float = 1.0  # the share of the backward a split schedule runs as D (the rest is W)
+    # (len(schedules), R) bool: where a stage fits memory under each schedule (None: ``fits``, for one schedule)
+    schedule_fits: np.ndarray | None = None
+    link_messages: float = 1.0  # messages per micro-batch on its busiest link between two stages, under its own schedule
     # JOB_PROFILE_FIELDS' values: jobs with equal keys run identically on any placement of any world with equal
     # timing_key. Set once here, since the candidate table reads it tens of times per decision.
     profile_key: tuple = field(init=False, repr=False)
     stage_gpus: int = field(init=False, repr=False)  # GPUs one stage takes in its region: t·d
     wan_message_bytes: float = field(init=False, repr=False)  # on a cross-region boundary per micro-batch and way: d·A
-    num_gpus: int = field(init=False, repr=False)  # S·t·d
+    # Inside a region, per micro-batch and boundary, on each of a replica's c links: A/c (the sequence is split)
+    intra_message_bytes: float = field(init=False, repr=False)
+    num_gpus: int = field(init=False, repr=False)  # S·t·c·d
     isolated_duration_s: float = field(init=False, repr=False)  # iterations × isolated iteration time
 
     def __post_init__(self) -> None:
+        if self.schedule_fits is None:
+            object.__setattr__(self, "schedule_fits", self.fits.reshape(1, -1))
         object.__setattr__(self, "profile_key", fields_key(self, JOB_PROFILE_FIELDS))
-        object.__setattr__(self, "stage_gpus", self.gpus_per_stage * self.data_parallel)
+        object.__setattr__(self, "stage_gpus", self.gpus_per_stage * self.context_parallel * self.data_parallel)
         object.__setattr__(self, "wan_message_bytes", self.data_parallel * self.activation_bytes)
+        intra = self.activation_bytes if self.context_parallel == 1 else self.activation_bytes / self.context_parallel
+        object.__setattr__(self, "intra_message_bytes", intra)
         object.__setattr__(self, "num_gpus", self.num_stages * self.stage_gpus)
         object.__setattr__(self, "isolated_duration_s", self.iterations * self.isolated_iteration_s)
+
+    @property
+    def schedule(self) -> str:
+        """The job's own schedule (the first it accepts): the one its K* and BACE-Pipe's admission test use."""
+        return self.schedules[0]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -105,6 +126,7 @@ class World:
     carbon: HourlyIntegral  # (R, H) g/kWh
     jobs: tuple[Job, ...]
     tflops: np.ndarray  # (R,)
+    kernel_efficiency: np.ndarray  # (R,) each region's GPU type's (NaN where it has none; used without mfu)
     busy_watts: np.ndarray  # (R,)
     idle_watts: np.ndarray  # (R,)
     pue: np.ndarray  # (R,)
@@ -223,7 +245,7 @@ def _draw_indices(rng: np.random.Generator, sizes: np.ndarray | list[int]) -> li
 
 PROFILE_CACHE_SIZE = 256  # model profiles kept per cache; cleared when full (randomised worlds rarely repeat)
 MAX_GPU_TYPE_DRAWS = 1000
-_GPU_FIELDS = ("tflops", "memory_gb", "busy_watts", "idle_watts")
+_GPU_FIELDS = ("tflops", "memory_gb", "busy_watts", "idle_watts", "kernel_efficiency")
 
 
 class JobDoesNotFit(ValueError):
@@ -249,11 +271,12 @@ class _LazyLinkFacts:
         return self._facts
 
 
-def _cached_profile(cache: dict, key: tuple, model, shape, scenario, num_gpus, tflops, memory, busy, idle, pue, links):
+def _cached_profile(cache: dict, key: tuple, model, shape, scenario, num_gpus, tflops, efficiency, memory, busy,
+                    idle, pue, links):
     profile = cache.get(key)
     if profile is None:
         profile = cache[key] = _model_profile(
-            model, shape, scenario, num_gpus, tflops, memory, busy, idle, pue, *links.get(), scenario.pipeline_schedule
+            model, shape, scenario, num_gpus, tflops, efficiency, memory, busy, idle, pue, *links.get()
         )
     return profile
 
@@ -303,9 +326,13 @@ def sample_world(scenario: Scenario, rng: np.random.Generator, profile_cache: di
     arrivals = _sample_arrivals(scenario, rng)
     links = _LazyLinkFacts(bandwidth, latency, net.intra_bandwidth_gbps, net.intra_latency_s)
     for _ in range(MAX_GPU_TYPE_DRAWS):
-        tflops, memory, busy, idle = (np.array([getattr(g, f) for g in gpus]) for f in _GPU_FIELDS)
+        tflops, memory, busy, idle, efficiency = (
+            np.array([getattr(g, f) for g in gpus], dtype=float) for f in _GPU_FIELDS
+        )
         # Everything a profile reads of this draw (the scenario is the cache's own): its arrays' bytes.
-        world_key = tuple(a.tobytes() for a in (num_gpus, bandwidth, latency, tflops, memory, busy, idle, pue))
+        world_key = tuple(
+            a.tobytes() for a in (num_gpus, bandwidth, latency, tflops, memory, busy, idle, pue, efficiency)
+        )
         # This draw's profiles by model and shape object: the cache's keys (dataclasses, hashed field by field) are
         # then hashed once per profile rather than once per job.
         drawn: dict[tuple[int, int], _ModelProfile] = {}
@@ -315,8 +342,8 @@ def sample_world(scenario: Scenario, rng: np.random.Generator, profile_cache: di
                 profile = drawn.get((id(model), id(shape)))
                 if profile is None:
                     profile = drawn[id(model), id(shape)] = _cached_profile(
-                        profile_cache, (model, shape, world_key), model, shape, scenario, num_gpus, tflops, memory,
-                        busy, idle, pue, links,
+                        profile_cache, (model, shape, world_key), model, shape, scenario, num_gpus, tflops,
+                        efficiency, memory, busy, idle, pue, links,
                     )
                 jobs.append(_make_job(job_id, arrival_s, model, dataset, iterations, scenario, shape, profile))
             break
@@ -338,6 +365,7 @@ def sample_world(scenario: Scenario, rng: np.random.Generator, profile_cache: di
         carbon=HourlyIntegral(carbon),
         jobs=tuple(jobs),
         tflops=tflops,
+        kernel_efficiency=efficiency,
         busy_watts=busy,
         idle_watts=idle,
         pue=pue,
@@ -362,12 +390,33 @@ class _ModelProfile:
     typical_demand_gbps: float
     isolated_power_w: float
     allreduce_s: float
+    # (schedules, virtual_stages, context_parallel, backward_ratio, input_gradient, schedule_fits, link_messages)
+    recipe: tuple
     # (dataset, iterations) → the first job of them: the fields of such a job but its id and arrival are a pure
     # function of the profile (and the model, shape and scenario behind it), so later ones copy it (_make_job).
     job_templates: dict = field(default_factory=dict, repr=False)
 
 
-def _num_stages(model, shape: JobShape, scenario, sizing, tflops, memory, ref_bw, ref_lat) -> int | None:
+def _forward_one_stage_s(model, shape: JobShape, scenario, tflops: float, efficiency: float) -> float:
+    """The whole model's forward per micro-batch as one stage on one GPU type (a stage of K takes 1/K of it)."""
+    b, s, g = shape.micro_batch_size, shape.seq_len, shape.gpus_per_stage
+    if scenario.mfu is not None:
+        return pipeline.forward_time_s(model.params, 1, b, s, tflops, scenario.mfu, g)
+    return pipeline.calibrated_forward_s(model.params, model.layers, model.hidden, 1, b, s, tflops, efficiency,
+                                         g * shape.context_parallel)
+
+
+def _stage_forward_s(model, shape: JobShape, scenario, num_stages: int, tflops: float, efficiency: float) -> float:
+    """A stage's forward per micro-batch on one GPU type: with ``mfu``, the end-to-end formula; without, the
+    calibrated one (attention counted, the GPU type's kernel efficiency)."""
+    b, s, g = shape.micro_batch_size, shape.seq_len, shape.gpus_per_stage
+    if scenario.mfu is not None:
+        return pipeline.forward_time_s(model.params, num_stages, b, s, tflops, scenario.mfu, g)
+    return pipeline.calibrated_forward_s(model.params, model.layers, model.hidden, num_stages, b, s, tflops,
+                                         efficiency, g * shape.context_parallel)
+
+
+def _num_stages(model, shape: JobShape, scenario, sizing, tflops, efficiency, memory, ref_bw, ref_lat) -> int | None:
     """The job's stage count S under its sizing rule (None if no count fits the room it has)."""
     room = sizing.room_stages if shape.max_stages is None else min(shape.max_stages, sizing.room_stages)
     if shape.sizing == SIZING_FIXED:
@@ -376,55 +425,77 @@ def _num_stages(model, shape: JobShape, scenario, sizing, tflops, memory, ref_bw
         return sizing.min_stages if sizing.min_stages <= min(room, model.layers) else None
     net = scenario.network
     ref = sizing.ref_region
+    names = scenario.schedules_of(shape)
     return pipeline.optimal_stages(
         model.params, model.layers, model.hidden, shape.micro_batch_size, shape.seq_len, shape.num_microbatches,
-        tflops[ref], memory[ref], scenario.mfu, ref_bw, ref_lat, shape.gpus_per_stage, scenario.pipeline_schedule,
-        room, shape.data_parallel, net.intra_bandwidth_gbps, net.intra_latency_s,
+        _forward_one_stage_s(model, shape, scenario, tflops[ref], efficiency[ref]), memory[ref], ref_bw, ref_lat,
+        shape.gpus_per_stage, names[0], room, shape.data_parallel, net.intra_bandwidth_gbps, net.intra_latency_s,
+        scenario.virtual_stages_of(shape), shape.context_parallel, shape.recompute,
+        pipeline.backward_ratio(scenario.mfu is None, shape.recompute), names[1:],
     )
 
 
 def _model_profile(
-    model, shape: JobShape, scenario, num_gpus, tflops, memory, busy, idle, pue, ref_bw, ref_lat, best_bw, best_lat,
-    components, schedule,
+    model, shape: JobShape, scenario, num_gpus, tflops, efficiency, memory, busy, idle, pue, ref_bw, ref_lat, best_bw,
+    best_lat, components,
 ) -> _ModelProfile:
     b, s, m, g, d = shape.micro_batch_size, shape.seq_len, shape.num_microbatches, shape.gpus_per_stage, shape.data_parallel
+    c, v, recompute = shape.context_parallel, scenario.virtual_stages_of(shape), shape.recompute
+    names = scenario.schedules_of(shape)
     sizing = size_job(
-        model.params, model.layers, model.hidden, b, s, m, g, schedule, num_gpus, memory, tflops, components, d
+        model.params, model.layers, model.hidden, b, s, m, g, names[0], num_gpus, memory, tflops, components, d, v, c,
+        recompute, names[1:],
     )
     if sizing is None:
         raise JobDoesNotFit(f"model {model.name} fits no GPU memory in this episode")
     ref_region = sizing.ref_region
     # Never ask for more GPUs than one connected group of regions with enough memory holds.
-    k_star = _num_stages(model, shape, scenario, sizing, tflops, memory, ref_bw, ref_lat)
+    k_star = _num_stages(model, shape, scenario, sizing, tflops, efficiency, memory, ref_bw, ref_lat)
     if k_star is None:
         raise JobDoesNotFit(f"model {model.name} fits no connected group of regions in this episode")
-    stage_bytes = pipeline.stage_memory_bytes(model.params, model.layers, model.hidden, k_star, b, s, m, schedule, d)
-    fits = np.array([pipeline.fits_memory(stage_bytes, memory[r], g) for r in range(len(num_gpus))])
+    num_regions = len(num_gpus)
+    schedule_fits = np.zeros((len(names), num_regions), dtype=bool)
+    for i, name in enumerate(names):
+        stage_bytes = pipeline.stage_memory_bytes(model.params, model.layers, model.hidden, k_star, b, s, m, name, d,
+                                                  v, c, recompute)
+        schedule_fits[i] = [pipeline.fits_memory(stage_bytes, memory[r], g * c) for r in range(num_regions)]
+    fits = schedule_fits.any(axis=0)
     forward = np.array(
-        [pipeline.forward_time_s(model.params, k_star, b, s, tflops[r], scenario.mfu, g) for r in range(len(num_gpus))]
+        [_stage_forward_s(model, shape, scenario, k_star, tflops[r], efficiency[r]) for r in range(num_regions)]
     )
+    ratio = pipeline.backward_ratio(scenario.mfu is None, recompute)
+    input_gradient = pipeline.input_gradient_share(model.hidden, s, ratio)
     act = pipeline.activation_bytes(b, s, model.hidden)
     net = scenario.network
     allreduce = float(
-        pipeline.allreduce_time_s(model.params, k_star, g, d, net.intra_bandwidth_gbps, net.intra_latency_s)
+        pipeline.allreduce_time_s(model.params, k_star, g, d * c, net.intra_bandwidth_gbps, net.intra_latency_s)
     )
+
+    def alone_s(f: float, x: float, lat: float, where: np.ndarray) -> float:
+        """The fastest accepted schedule that fits ``where`` (any, if none does) on identical stages and hops."""
+        fitting = [name for name, ok in zip(names, schedule_fits) if ok[where].any()] or names
+        return min(pipeline.recipe_uniform_s(f, k_star, x, lat, m, name, v, ratio, input_gradient) for name in fitting)
+
     ref_x = transfer_time_s(d * act, ref_bw)
-    isolated = float(pipeline.uniform_iteration_time_s(forward[ref_region], k_star, ref_x, ref_lat, m, schedule)) + allreduce
+    ref_only = np.arange(num_regions) == ref_region
+    isolated = alone_s(float(forward[ref_region]), ref_x, ref_lat, ref_only) + allreduce
     # Lower bound: every stage on the fastest GPU it fits, every boundary on the best link (monotone model).
     fastest = float(forward[fits].min())
-    # A boundary moves d·A over the WAN or A per replica inside a region: the faster of the two bounds it.
-    best_x = min(transfer_time_s(d * act, best_bw), transfer_time_s(act, net.intra_bandwidth_gbps))
-    lb_iter = float(pipeline.uniform_iteration_time_s(fastest, k_star, best_x, best_lat, m, schedule)) + allreduce
-    busy_s = m * (1.0 + pipeline.BACKWARD_TO_FORWARD) * forward
-    stage_energy_j = (idle * lb_iter + (busy - idle) * busy_s) * pue * (g * d)  # (R,) per stage per iteration
-    typical_stage_s = (1.0 + pipeline.BACKWARD_TO_FORWARD) * float(np.median(forward[fits]))
+    # A boundary moves d·A over the WAN or A/c per link inside a region: the faster of the two bounds it.
+    best_x = min(transfer_time_s(d * act, best_bw), transfer_time_s(act / c if c > 1 else act, net.intra_bandwidth_gbps))
+    lb_iter = alone_s(fastest, best_x, best_lat, fits) + allreduce
+    busy_s = m * (1.0 + ratio) * forward
+    stage_energy_j = (idle * lb_iter + (busy - idle) * busy_s) * pue * (g * c * d)  # (R,) per stage per iteration
+    typical_stage_s = (1.0 + ratio) * float(np.median(forward[fits]))
     per_gpu_w = gpu_power_w(1, idle, busy, np.minimum(busy_s / isolated, 1.0), pue)  # (R,) alone, isolated pace
-    isolated_power_w = float(np.median(per_gpu_w[fits])) * (int(k_star) * g * d)
-    for array in (forward, fits):  # shared by every job of the model, and across episodes by the profile cache
+    isolated_power_w = float(np.median(per_gpu_w[fits])) * (int(k_star) * g * c * d)
+    messages = pipeline.max_link_messages(names[0], int(k_star), m, v)
+    demand = rate_gbps(d * act if messages == 1.0 else messages * d * act, typical_stage_s)
+    for array in (forward, fits, schedule_fits):  # shared by every job of the model, and across episodes
         array.flags.writeable = False
     return _ModelProfile(
-        int(k_star), act, forward, fits, isolated, lb_iter, float(stage_energy_j[fits].min()),
-        rate_gbps(d * act, typical_stage_s), isolated_power_w, allreduce,
+        int(k_star), act, forward, fits, isolated, lb_iter, float(stage_energy_j[fits].min()), demand,
+        isolated_power_w, allreduce, (names, v, c, ratio, input_gradient, schedule_fits, messages),
     )
 
 
@@ -457,6 +528,7 @@ def _build_job(job_id, arrival_s, model, dataset, iterations, scenario, shape: J
     if iterations is None:
         iterations = pipeline.iterations_for(dataset.tokens, scenario.workload.epochs, b, s, m, d)
     k_star, act, forward, fits = profile.num_stages, profile.activation_bytes, profile.forward_s, profile.fits
+    names, v, c, ratio, input_gradient, schedule_fits, messages = profile.recipe
     isolated, lb_iter = profile.isolated_iteration_s, profile.lower_bound_iteration_s
     lb_energy_kwh = profile.lower_bound_stage_energy_j * k_star * iterations / JOULES_PER_KWH
     return Job(
@@ -483,4 +555,11 @@ def _build_job(job_id, arrival_s, model, dataset, iterations, scenario, shape: J
         isolated_power_w=profile.isolated_power_w,
         data_parallel=d,
         allreduce_s=profile.allreduce_s,
+        schedules=names,
+        virtual_stages=v,
+        context_parallel=c,
+        backward_ratio=ratio,
+        input_gradient=input_gradient,
+        schedule_fits=schedule_fits,
+        link_messages=messages,
     )

@@ -15,14 +15,16 @@ import numpy as np
 
 from geopipe_env.compiled import jit
 from geopipe_env.generator import Job, World, timing_key
-from geopipe_env.physics import pipeline
+from geopipe_env.physics import pipeline, schedule
 from geopipe_env.physics.pipeline import (
-    BACKWARD_TO_FORWARD, MODEL_PATHS, demand_gbps, fold_paths, model_scalars, packed_fixed_paths, stage_arrays, tab_part,
+    MODEL_EXECUTOR, MODEL_PATHS, demand_gbps, fold_paths, model_scalars, packed_fixed_paths, stage_arrays, tab_part,
 )
-from geopipe_env.simulator import ClusterSim
+from geopipe_env.physics.schedule import timed_total_s
+from geopipe_env.simulator import ClusterSim, Placement
 from geopipe_env.tables import (
-    LAYOUT_FLOATS, LAYOUT_INTS, LF_ALLREDUCE, LF_BASE, LF_CONSTANT, LF_DEMAND, LF_LAST_STAGE, LF_WAN_BYTES, LI_ARRAYS,
-    LI_HOPS, LI_KIND, LI_M, LI_PATH, LI_PROFILE, LI_SEGMENTS, LI_TAILS, TAB_PRE, TAB_SEGMENT, TAB_TAIL_REST,
+    LAYOUT_FLOATS, LAYOUT_INTS, LF_ALLREDUCE, LF_BASE, LF_CONSTANT, LF_DEMAND, LF_LAST_STAGE, LF_MEMO_CADENCE,
+    LF_MEMO_TOTAL, LF_WAN_BYTES, LI_ARRAYS, LI_CHUNKS, LI_DEVICES, LI_HOPS, LI_KIND, LI_LINKS, LI_LINKS_AT, LI_M,
+    LI_PATH, LI_PROFILE, LI_PROGRAM, LI_SCHEDULE, LI_SEGMENTS, LI_TAILS, LI_WRAP, TAB_PRE, TAB_SEGMENT, TAB_TAIL_REST,
 )
 
 # The table empties itself when its path arrays pass this many floats (8 MiB), or its layouts MAX_TABLE_LAYOUTS.
@@ -38,8 +40,10 @@ class LayoutTable:
     def __init__(self) -> None:
         self.layout_f = np.zeros((16, len(LAYOUT_FLOATS)))  # (capacity, NUM_LAYOUT_FLOATS)
         self.layout_i = np.zeros((16, len(LAYOUT_INTS)), dtype=np.int64)  # (capacity, NUM_LAYOUT_INTS)
-        self.arrays = np.zeros(4096)  # the layouts' 1F1B path lines, one after the other
-        self.places = np.zeros(256, dtype=np.int64)  # the layouts' regions and stages, one after the other
+        self.arrays = np.zeros(4096)  # the layouts' 1F1B path lines or executor floats, one after the other
+        # The layouts' regions and stages, one after the other (and an executor layout's link map and WAN flags).
+        self.places = np.zeros(256, dtype=np.int64)
+        self.programs = np.zeros(1024, dtype=np.int64)  # the executor layouts' schedule programs (each stored once)
         # Hash slot → layout id (find_layout), with room for as many layouts as the rows above: an array, not
         # a numba typed dict, whose unboxing alone costs about 1 µs a call.
         self.index = new_layout_index(self.layout_f.shape[0])
@@ -53,6 +57,8 @@ class LayoutTable:
         self.num_layouts = 0
         self._arrays_used = 0
         self._places_used = 0
+        self._program_at: dict[tuple, int] = {}  # (schedule, D, M, v) → where its program starts in ``programs``
+        self._programs_used = 0
 
     def __getstate__(self) -> dict:
         return {}
@@ -79,6 +85,8 @@ class LayoutTable:
         lay, slot = find_layout(self.index, self.layout_i, self.places, pid, regions, stages, length)
         if lay >= 0:
             return lay
+        if len(job.schedules) > 1 or job.schedule not in pipeline.SCHEDULES:
+            return self._add_chosen(sim, job, regions, stages, pid, slot)
         m = job.num_microbatches
         tab_i, tab_f = pipeline.packed_path_tables(job.num_stages, max(m - 1, 1))
         segment_paths = tab_i[2 * TAB_SEGMENT + 1]
@@ -89,12 +97,89 @@ class LayoutTable:
         world = sim.world
         net = world.scenario.network
         self._arrays_used, self._places_used = store_layout(
-            job.forward_s, job.activation_bytes, job.wan_message_bytes, job.allreduce_s, m,
-            world.scenario.pipeline_schedule == pipeline.GPIPE, regions, stages, length, sim.capacity_gbps,
+            job.forward_s, job.backward_ratio, job.intra_message_bytes, job.wan_message_bytes, job.allreduce_s, m,
+            job.schedule == pipeline.GPIPE, regions, stages, length, sim.capacity_gbps,
             world.latency_s, float(net.intra_bandwidth_gbps), float(net.intra_latency_s), tab_i, tab_f, pid, slot,
             self.index, self.layout_f, self.layout_i, self.arrays, self._arrays_used, self.places, self._places_used, lay,
         )
+        self.layout_i[lay, LI_SCHEDULE] = 0
         self.num_layouts += 1
+        return lay
+
+    def _add_chosen(self, sim: ClusterSim, job: Job, regions: np.ndarray, stages: np.ndarray, pid: int,
+                    slot: int) -> int:
+        """Store a layout of a job with several accepted schedules, or one the executor times: the schedule the
+        simulator chooses (``ClusterSim.pipeline_model``), its analytic model (:func:`store_layout`) or its executor
+        model (:meth:`_store_executor`)."""
+        length = regions.size
+        placement = Placement(tuple(regions.tolist()), tuple(stages.tolist()))
+        model = sim.layout(job, placement).timing.model
+        name = job.schedules[model.schedule]
+        if model.executor is None:
+            m = job.num_microbatches
+            tab_i, tab_f = pipeline.packed_path_tables(job.num_stages, max(m - 1, 1))
+            segment_paths = tab_i[2 * TAB_SEGMENT + 1]
+            index = self.index
+            lay = self._reserve(2 * m + 3 * segment_paths, 2 * length)
+            if self.index is not index:
+                slot = find_layout(self.index, self.layout_i, self.places, pid, regions, stages, length)[1]
+            world, net = sim.world, sim.world.scenario.network
+            self._arrays_used, self._places_used = store_layout(
+                job.forward_s, job.backward_ratio, job.intra_message_bytes, job.wan_message_bytes, job.allreduce_s, m,
+                name == pipeline.GPIPE, regions, stages, length, sim.capacity_gbps, world.latency_s,
+                float(net.intra_bandwidth_gbps), float(net.intra_latency_s), tab_i, tab_f, pid, slot, self.index,
+                self.layout_f, self.layout_i, self.arrays, self._arrays_used, self.places, self._places_used, lay,
+            )
+        else:
+            lay = self._store_executor(job, model, regions, stages, pid, slot)
+        self.layout_i[lay, LI_SCHEDULE] = model.schedule
+        self.num_layouts += 1
+        return lay
+
+    def _store_executor(self, job: Job, model, regions: np.ndarray, stages: np.ndarray, pid: int, slot: int) -> int:
+        """Write an executor layout (``pipeline.MODEL_EXECUTOR``): its chunk times and activations, link times and
+        latencies, and budget into the float array; its placement, link map and WAN flags into the int array; its
+        program, once per shape, into the program array. :func:`executor_total_s` times it."""
+        ex = model.executor
+        prog = ex.program
+        num_chunks, num_links, num_devices = prog.num_chunks, ex.link_x.shape[0], prog.num_devices
+        length = regions.size
+        floats = 5 * num_chunks + 2 * num_links + num_devices
+        ints = 2 * length + num_devices * num_devices + num_links
+        index = self.index
+        lay = self._reserve(floats, ints)
+        if self.index is not index:
+            slot = find_layout(self.index, self.layout_i, self.places, pid, regions, stages, length)[1]
+        key = (prog.name, num_devices, prog.num_microbatches, job.virtual_stages)
+        at_prog = self._program_at.get(key)
+        if at_prog is None:
+            size = prog.packed.shape[0]
+            self.programs = _grown(self.programs, self._programs_used + size)
+            self.programs[self._programs_used:self._programs_used + size] = prog.packed
+            at_prog = self._program_at[key] = self._programs_used
+            self._programs_used += size
+        row, li = self.layout_f[lay], self.layout_i[lay]
+        row[:] = 0.0
+        li[:] = 0
+        row[LF_ALLREDUCE], row[LF_WAN_BYTES], row[LF_DEMAND] = job.allreduce_s, job.wan_message_bytes, model.demand_gbps
+        row[LF_MEMO_CADENCE] = -1.0
+        at = self._arrays_used
+        for part in (ex.chunk_f, ex.chunk_d, ex.chunk_w, ex.act_f, ex.act_w, ex.link_x, ex.link_lat, ex.budget):
+            self.arrays[at:at + part.shape[0]] = part
+            at += part.shape[0]
+        path = self._places_used
+        self.places[path:path + length] = regions
+        self.places[path + length:path + 2 * length] = stages
+        links_at = path + 2 * length
+        self.places[links_at:links_at + num_devices * num_devices] = ex.link_of
+        self.places[links_at + num_devices * num_devices:links_at + num_devices * num_devices + num_links] = ex.link_wan
+        li[LI_KIND], li[LI_M], li[LI_PROFILE], li[LI_PATH], li[LI_HOPS] = MODEL_EXECUTOR, job.num_microbatches, pid, path, length - 1
+        li[LI_ARRAYS], li[LI_PROGRAM], li[LI_LINKS_AT] = self._arrays_used, at_prog, links_at
+        li[LI_DEVICES], li[LI_CHUNKS], li[LI_LINKS] = num_devices, num_chunks, num_links
+        li[LI_WRAP] = 1 if len(model.links) > 2 * (length - 1) else 0
+        self._arrays_used = at
+        self._places_used = links_at + num_devices * num_devices + num_links
+        index_layout(self.index, slot, lay)
         return lay
 
     def _reserve(self, floats: int, ints: int) -> int:
@@ -121,14 +206,39 @@ def _grown(buffer: np.ndarray, need: int) -> np.ndarray:
 
 
 @jit
-def write_model(forward, transfer, hop_latency, m, gpipe, tab_i, tab_f, row, ints, arrays, arrays_used):
-    """A pipeline's analytic model (per-stage forward times, per-hop transfer times and latencies, ``m``
-    micro-batches, GPipe or 1F1B) taken apart and written as a layout table's row: its scalars
+def executor_total_s(layout_f: np.ndarray, layout_i: np.ndarray, arrays: np.ndarray, places: np.ndarray,
+                     programs: np.ndarray, lay: int, min_cadence_s: float) -> float:
+    """The iteration time (without the all-reduce) of executor layout ``lay`` at a cadence floor: its program run
+    on its stored times and links (``schedule.timed_total_s``, as ``schedule.ExecutorModel.total_s`` runs it for
+    the simulator). The last cadence and its time are memoised in the layout's row: a layout is mostly timed at
+    its no-stall demand."""
+    if layout_f[lay, LF_MEMO_CADENCE] == min_cadence_s:
+        return layout_f[lay, LF_MEMO_TOTAL]
+    k, num_links, d = layout_i[lay, LI_CHUNKS], layout_i[lay, LI_LINKS], layout_i[lay, LI_DEVICES]
+    at = layout_i[lay, LI_ARRAYS]
+    chunk_f, chunk_d, chunk_w = arrays[at:at + k], arrays[at + k:at + 2 * k], arrays[at + 2 * k:at + 3 * k]
+    act_f, act_w = arrays[at + 3 * k:at + 4 * k], arrays[at + 4 * k:at + 5 * k]
+    at += 5 * k
+    link_x, link_lat = arrays[at:at + num_links], arrays[at + num_links:at + 2 * num_links]
+    budget = arrays[at + 2 * num_links:at + 2 * num_links + d]
+    li = layout_i[lay, LI_LINKS_AT]
+    link_of, link_wan = places[li:li + d * d], places[li + d * d:li + d * d + num_links]
+    prog = programs[layout_i[lay, LI_PROGRAM]:]
+    total = timed_total_s(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, link_wan, act_f, act_w, budget,
+                          min_cadence_s)
+    layout_f[lay, LF_MEMO_CADENCE] = min_cadence_s
+    layout_f[lay, LF_MEMO_TOTAL] = total
+    return total
+
+
+@jit
+def write_model(forward, backward, transfer, hop_latency, m, gpipe, tab_i, tab_f, row, ints, arrays, arrays_used):
+    """A pipeline's analytic model (per-stage forward and backward times, per-hop transfer times and latencies,
+    ``m`` micro-batches, GPipe or 1F1B) taken apart and written as a layout table's row: its scalars
     (``pipeline.model_scalars``) into ``row`` (LF_BASE … LF_CONSTANT)
     and ``ints`` (LI_KIND, LI_M, LI_ARRAYS, LI_TAILS, LI_SEGMENTS), its lines into ``arrays`` from ``arrays_used``
     on (room for ``2·m + 3·B`` floats, B segment paths). ``tab_i``, ``tab_f`` are
     ``pipeline.packed_path_tables(S, max(m − 1, 1))``. Returns the floats then used."""
-    backward = BACKWARD_TO_FORWARD * forward
     row[LF_BASE:LF_CONSTANT + 1] = 0.0  # what a kind does not use is 0
     kind = model_scalars(forward, backward, transfer, hop_latency, m, gpipe, row)
     num_tails = num_segments = 0
@@ -152,14 +262,15 @@ def write_model(forward, transfer, hop_latency, m, gpipe, tab_i, tab_f, row, int
 
 
 @jit
-def store_layout(forward_r, activation_bytes, wan_message_bytes, allreduce_s, m, gpipe, regions, stages, length,
-                 line_gbps, latency, intra_gbps, intra_latency_s, tab_i, tab_f, profile, slot, index, layout_f, layout_i,
-                 arrays, arrays_used, places, places_used, lay):
+def store_layout(forward_r, backward_ratio, activation_bytes, wan_message_bytes, allreduce_s, m, gpipe, regions,
+                 stages, length, line_gbps, latency, intra_gbps, intra_latency_s, tab_i, tab_f, profile, slot, index,
+                 layout_f, layout_i, arrays, arrays_used, places, places_used, lay):
     """Time a job profile's placement and store it as layout ``lay`` of a layout table, indexed at ``slot`` or the
     next free one: its pipeline (``pipeline.stage_arrays``), its model taken apart (:func:`write_model`), its
     no-stall demand (``pipeline.demand_gbps``), all-reduce time and WAN message, in one call.
 
-    ``forward_r`` (R,) is the profile's forward time per micro-batch of a stage on each region's GPUs; ``regions``
+    ``forward_r`` (R,) is the profile's forward time per micro-batch of a stage on each region's GPUs (the backward
+    takes ``backward_ratio`` of it), ``activation_bytes`` its message inside a region; ``regions``
     and ``stages`` (their first ``length`` entries) the placement; ``line_gbps`` and ``latency`` (R, R) the links;
     ``tab_i``, ``tab_f`` the profile's ``pipeline.packed_path_tables(S, max(M − 1, 1))``. The table's arrays must
     have room for the layout (:meth:`LayoutTable.add` grows them). Returns the floats and ints then used.
@@ -169,9 +280,13 @@ def store_layout(forward_r, activation_bytes, wan_message_bytes, allreduce_s, m,
         intra_latency_s,
     )
     row, ints = layout_f[lay], layout_i[lay]
-    arrays_used = write_model(forward, transfer, hop_latency, m, gpipe, tab_i, tab_f, row, ints, arrays, arrays_used)
+    ints[:] = 0  # what the analytic model does not use (the executor's columns, its schedule, its wrap) is 0
+    row[LF_MEMO_CADENCE] = row[LF_MEMO_TOTAL] = 0.0
+    backward = backward_ratio * forward
+    arrays_used = write_model(forward, backward, transfer, hop_latency, m, gpipe, tab_i, tab_f, row, ints, arrays,
+                              arrays_used)
     row[LF_ALLREDUCE], row[LF_WAN_BYTES] = allreduce_s, wan_message_bytes
-    row[LF_DEMAND] = demand_gbps(forward, wan_message_bytes, gpipe)
+    row[LF_DEMAND] = demand_gbps(forward, backward, wan_message_bytes, gpipe, 1.0)
     ints[LI_PROFILE], ints[LI_PATH], ints[LI_HOPS] = profile, places_used, length - 1
     places[places_used:places_used + length] = regions[:length]
     places[places_used + length:places_used + 2 * length] = stages[:length]
@@ -279,7 +394,7 @@ def warm_up() -> None:
     place = np.zeros(1, dtype=np.int64)
     slot = find_layout(table.index, table.layout_i, table.places, 0, place, place + 2, 1)[1]
     store_layout(
-        forward_r, 1.0, 1.0, 0.0, 4, False, place, place + 2, 1, np.ones((1, 1)), np.zeros((1, 1)), 1.0, 0.0,
+        forward_r, 2.0, 1.0, 1.0, 0.0, 4, False, place, place + 2, 1, np.ones((1, 1)), np.zeros((1, 1)), 1.0, 0.0,
         *pipeline.packed_path_tables(2, 3), 0, slot, table.index, table.layout_f, table.layout_i, table.arrays, 0,
         table.places, 0, 0,
     )

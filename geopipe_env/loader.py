@@ -28,7 +28,9 @@ import yaml
 
 from geopipe_env import bundled
 from geopipe_env.catalog import DATASET_CATALOG, GPU_CATALOG, MODEL_CATALOG, DatasetSpec, GpuType, ModelSpec
-from geopipe_env.physics.pipeline import ONE_F_ONE_B, SCHEDULES
+from geopipe_env.physics import schedule as schedules
+from geopipe_env.physics.pipeline import runnable_stages
+from geopipe_env.physics.schedule import ONE_F_ONE_B, SCHEDULES
 from geopipe_env.scenario import (
     HOURS_PER_YEAR,
     PIPELINE_SIZINGS,
@@ -54,7 +56,6 @@ SCHEMA_VERSION = 1
 SCENARIO_DIR = Path(__file__).parent / "data" / "scenarios"
 REFERENCE_YEAR = 2023  # the year of the bundled hourly series; start_utc maps any year onto it
 DEFAULT_START_UTC = "2023-01-01T00:00Z"
-DEFAULT_MFU = 0.4  # state-of-the-art large-scale MFU is 40–50% (ttsugriy/distributed-training-book)
 DEFAULT_PUE = 1.0  # the paper does not model cooling (BACE-Pipe, arXiv 2605.25375)
 DEFAULT_INTER_LATENCY_MS = 50.0  # endpoint_mean pairs without a latency: mid-range of 30–100 ms (CrossPipe)
 DEFAULT_INTRA_BANDWIDTH_GBPS = 100.0  # within-instance figure (DS3Lab/DT-FM scheduler/generate_sim_com_matrices.py)
@@ -62,7 +63,10 @@ DEFAULT_INTRA_LATENCY_MS = 0.05  # assumed: a hop inside one region's datacenter
 DEFAULT_BACKGROUND_PERIOD_H = 24.0  # diurnal
 RULES = ("endpoint_mean", "matrix")
 ARRIVAL_PROCESSES = ("batch", "poisson", "trace")
-TRACE_COLUMNS = ("submit_time_s", "model", "dataset", "iterations", "gpus_per_stage", "data_parallel", "global_batch_size", "pipeline_stages")
+TRACE_COLUMNS = (
+    "submit_time_s", "model", "dataset", "iterations", "gpus_per_stage", "data_parallel", "global_batch_size",
+    "pipeline_stages", "pipeline_schedule", "virtual_stages", "context_parallel",
+)
 NUM_LISTED_CHOICES = 8  # how many valid names an error message lists before "…"
 
 _MISSING = object()
@@ -415,6 +419,7 @@ _TOP_KEYS = (
     "start_utc",
     "mfu",
     "pipeline_schedule",
+    "virtual_stages",
     "bill_idle_capacity",
     "gpus",
     "regions",
@@ -436,8 +441,9 @@ def _build(data: Any, base_dir: Path, default_name: str) -> Scenario:
     name = root.string("name", default=default_name)
     horizon_h = root.number("horizon_h", minimum=0.0, exclusive=True)
     start_hour = _start_hour(root.raw("start_utc", default=DEFAULT_START_UTC), "start_utc")
-    mfu = root.number("mfu", default=DEFAULT_MFU, minimum=0.0, exclusive=True, maximum=1.0)
+    mfu = root.number("mfu", default=None, minimum=0.0, exclusive=True, maximum=1.0)
     schedule = root.string("pipeline_schedule", default=ONE_F_ONE_B, choices=SCHEDULES)
+    virtual_stages = root.integer("virtual_stages", default=1, minimum=1)
     bill_idle = root.boolean("bill_idle_capacity", default=False)
 
     gpu_types = _gpu_types(root)
@@ -447,6 +453,8 @@ def _build(data: Any, base_dir: Path, default_name: str) -> Scenario:
     network = _network(network_section, regions, rule)
     workload, checks = _workload(root.section("workload", _WORKLOAD_KEYS, required=True), base_dir)
     randomize = _randomize(root.section("randomize", _RANDOMIZE_KEYS), gpu_types, workload)
+    if mfu is None:
+        _check_calibrated(regions, randomize)
     objective = root.section("objective", ("cost_weight",))
     cost_weight = objective.number("cost_weight", default=1.0, minimum=0.0) if objective else 1.0
 
@@ -462,9 +470,24 @@ def _build(data: Any, base_dir: Path, default_name: str) -> Scenario:
         cost_weight=cost_weight,
         bill_idle_capacity=bill_idle,
         pipeline_schedule=schedule,
+        virtual_stages=virtual_stages,
     )
     _check_feasible(scenario, checks)
     return scenario
+
+
+def _check_calibrated(regions: tuple[RegionSpec, ...], randomize: RandomizeSpec) -> None:
+    """Without ``mfu`` every GPU a world can draw needs a kernel efficiency (catalog or ``gpus`` override)."""
+    used = [(f"regions[{i}].gpu", r.gpu) for i, r in enumerate(regions)]
+    used += [(f"randomize.gpu_types[{i}]", g) for i, g in enumerate(randomize.gpu_types or ())]
+    for path, gpu in used:
+        if gpu.kernel_efficiency is None:
+            raise ScenarioError(
+                "mfu",
+                f"missing, and GPU {gpu.name!r} ({path}) has no kernel efficiency to time it by",
+                f"mfu (an end-to-end efficiency in (0, 1]), or gpus.{gpu.name}.kernel_efficiency (a GPU type that "
+                "published runs calibrate: " + ", ".join(n for n, g in GPU_CATALOG.items() if g.kernel_efficiency) + ")",
+            )
 
 
 def _start_hour(value: Any, path: str) -> int | None:
@@ -515,7 +538,7 @@ def _gpu_types(root: _Section) -> dict[str, GpuType]:
                 path, f"the same GPU as {seen[name.casefold()]!r} (names are case-insensitive)", "each GPU once"
             )
         seen[name.casefold()] = name
-        section = _Section(spec, path, _GPU_FIELDS)
+        section = _Section(spec, path, (*_GPU_FIELDS, "kernel_efficiency"))
         base = types.get(name.casefold())
         fields = {}
         for field in _GPU_FIELDS:
@@ -523,6 +546,10 @@ def _gpu_types(root: _Section) -> dict[str, GpuType]:
                 fields[field] = section.number(field, minimum=0.0, exclusive=field != "idle_watts")
             else:
                 fields[field] = getattr(base, field)
+        fields["kernel_efficiency"] = section.number(
+            "kernel_efficiency", default=None if base is None else base.kernel_efficiency, minimum=0.0, exclusive=True,
+            maximum=1.0,
+        )
         if fields["idle_watts"] > fields["busy_watts"]:
             raise ScenarioError(
                 section.at("idle_watts"),
@@ -803,14 +830,25 @@ _SHAPE_KEYS = (
     "pipeline_sizing",
     "pipeline_stages",
     "max_stages",
+    "pipeline_schedule",
+    "pipeline_schedules",
+    "virtual_stages",
+    "context_parallel",
+    "recompute",
 )
 # Pairs of keys of which one replaces the other: a class that gives one drops the other inherited from the workload.
-_EXCLUSIVE_SHAPE_KEYS = (("num_microbatches", "global_batch_size"), ("pipeline_sizing", "pipeline_stages"))
+_EXCLUSIVE_SHAPE_KEYS = (
+    ("num_microbatches", "global_batch_size"), ("pipeline_sizing", "pipeline_stages"),
+    ("pipeline_schedule", "pipeline_schedules"),
+)
 _WORKLOAD_KEYS = ("num_jobs", "arrival", "models", "datasets", "epochs", "trace", "job_classes", *_SHAPE_KEYS)
 _CLASS_KEYS = ("name", "weight", "models", "datasets", *_SHAPE_KEYS)
 _MODEL_KEYS = ("name", "params_b", "layers", "hidden")
 _DATASET_KEYS = ("name", "tokens")
-TRACE_SHAPE_COLUMNS = ("gpus_per_stage", "data_parallel", "global_batch_size", "pipeline_stages")
+TRACE_SHAPE_COLUMNS = (
+    "gpus_per_stage", "data_parallel", "global_batch_size", "pipeline_stages", "pipeline_schedule", "virtual_stages",
+    "context_parallel",
+)
 DEFAULT_SHAPE = JobShape()
 
 _Raw = dict[str, tuple[Any, str]]  # shape key → (value as written, its key path)
@@ -865,6 +903,21 @@ def _shape(raw: _Raw, where: str) -> JobShape:
     stages = integer("pipeline_stages", None)
     if stages is not None:
         sizing = SIZING_FIXED
+    names: tuple[str, ...] = ()
+    if "pipeline_schedule" in raw:
+        names = (check_string(raw["pipeline_schedule"][0], raw["pipeline_schedule"][1], SCHEDULES),)
+    if "pipeline_schedules" in raw:
+        value, path = raw["pipeline_schedules"]
+        if not isinstance(value, list) or not value:
+            raise ScenarioError(path, f"got {_describe(value)}", f"a non-empty list of schedules: {_choices(SCHEDULES)}")
+        names = tuple(check_string(item, _join(path, i), SCHEDULES) for i, item in enumerate(value))
+        if len(set(names)) != len(names):
+            raise ScenarioError(path, "a schedule is listed twice", "each accepted schedule once")
+    recompute = DEFAULT_SHAPE.recompute
+    if "recompute" in raw:
+        recompute = raw["recompute"][0]
+        if not isinstance(recompute, bool):
+            raise ScenarioError(raw["recompute"][1], f"got {_describe(recompute)}", "true or false")
     return JobShape(
         micro_batch_size=b,
         seq_len=integer("seq_len", DEFAULT_SHAPE.seq_len),
@@ -874,6 +927,10 @@ def _shape(raw: _Raw, where: str) -> JobShape:
         sizing=sizing,
         pipeline_stages=stages,
         max_stages=integer("max_stages", None),
+        pipeline_schedules=names,
+        virtual_stages=integer("virtual_stages", None),
+        context_parallel=integer("context_parallel", DEFAULT_SHAPE.context_parallel),
+        recompute=recompute,
     )
 
 
@@ -988,6 +1045,10 @@ def _workload(section: _Section, base_dir: Path) -> tuple[WorkloadSpec, list[tup
         pipeline_sizing=shape.sizing if shape.sizing != SIZING_FIXED else SIZING_KSTAR,
         pipeline_stages=shape.pipeline_stages,
         classes=tuple(classes),
+        pipeline_schedules=shape.pipeline_schedules,
+        virtual_stages=shape.virtual_stages,
+        context_parallel=shape.context_parallel,
+        recompute=shape.recompute,
     )
     return workload, checks
 
@@ -1132,13 +1193,17 @@ def _trace(
                 raise ScenarioError(f"{row_path}.iterations", f"{where}: got {iterations_text!r}", "an integer >= 1")
         own: _Raw = {}
         for column in TRACE_SHAPE_COLUMNS:
-            if cells.get(column):
-                try:
-                    own[column] = (int(cells[column]), f"{row_path}.{column}")
-                except ValueError:
-                    raise ScenarioError(
-                        f"{row_path}.{column}", f"{where}: got {cells[column]!r}", "an integer >= 1"
-                    ) from None
+            if not cells.get(column):
+                continue
+            if column == "pipeline_schedule":
+                own[column] = (cells[column], f"{row_path}.{column}")
+                continue
+            try:
+                own[column] = (int(cells[column]), f"{row_path}.{column}")
+            except ValueError:
+                raise ScenarioError(
+                    f"{row_path}.{column}", f"{where}: got {cells[column]!r}", "an integer >= 1"
+                ) from None
         shape = _shape(_override(base, own), row_path) if own else None
         jobs.append((row_path, TraceJob(submit_time_s, model, dataset, iterations, shape)))
     return sorted(jobs, key=lambda row: row[1].submit_time_s)
@@ -1238,14 +1303,62 @@ def _check_feasible(scenario: Scenario, checks: list[tuple[JobShape, list[tuple[
             if not models:
                 continue
             if shape.stage_gpus > max(counts):
+                cp = f" × {shape.context_parallel} context-parallel" if shape.context_parallel > 1 else ""
                 raise ScenarioError(
                     scale_path or _join(shape_path, "data_parallel" if shape.data_parallel > 1 else "gpus_per_stage"),
-                    f"a stage takes {shape.gpus_per_stage} GPU(s) × {shape.data_parallel} replica(s) = "
+                    f"a stage takes {shape.gpus_per_stage} GPU(s){cp} × {shape.data_parallel} replica(s) = "
                     f"{shape.stage_gpus} GPUs, more than the largest region's {max(counts)}",
                     "a stage whose replicas fit inside one region",
                 )
             for model_path, model in models:
+                _check_schedules(scenario, model, shape, shape_path)
                 _check_model(scenario, model, model_path, shape, shape_path, scale_path, counts, gpus, components)
+
+
+def _schedule_path(shape: JobShape, shape_path: str) -> str:
+    """The key path that sets a shape's schedules (its own, or the scenario's)."""
+    if not shape.pipeline_schedules:
+        return "pipeline_schedule"
+    return _join(shape_path, "pipeline_schedules" if len(shape.pipeline_schedules) > 1 else "pipeline_schedule")
+
+
+def _check_schedules(scenario: Scenario, model: ModelSpec, shape: JobShape, shape_path: str) -> None:
+    """Every schedule a shape accepts must run its pipeline: with ``pipeline_stages``, that count (the schedule's
+    shape rules, and each stage's layers split evenly into its chunks per device); otherwise some stage count."""
+    names = scenario.schedules_of(shape)
+    v = scenario.virtual_stages_of(shape)
+    v_path = "virtual_stages" if shape.virtual_stages is None else _join(shape_path, "virtual_stages")
+    m = shape.num_microbatches
+    for name in names:
+        if v != 1 and schedules.SPECS[name].placement not in ("loop", "wave") and len(names) == 1:
+            raise ScenarioError(v_path, f"{v} chunks per device, but {name} takes none",
+                                "virtual_stages only with interleaved-1f1b or hanayo")
+        k = shape.pipeline_stages
+        if k is None:
+            if not runnable_stages((name,), model.layers, m, v, np.arange(1, model.layers + 1)).any():
+                raise ScenarioError(
+                    _schedule_path(shape, shape_path),
+                    f"{name} runs model {model.name!r} ({model.layers} layers) with {m} micro-batches and "
+                    f"virtual_stages {v} at no stage count",
+                    "a schedule, virtual_stages and batch it can run",
+                )
+            continue
+        try:
+            schedules.check_shape(name, k, m, v if schedules.SPECS[name].placement in ("loop", "wave") else 1)
+        except schedules.ShapeError as error:
+            key, _, problem = str(error).partition(": ")
+            where = {"virtual_stages": v_path, "pipeline_stages": _join(shape_path, "pipeline_stages"),
+                     "num_microbatches": _join(shape_path, "num_microbatches")}.get(key, _schedule_path(shape, shape_path))
+            raise ScenarioError(where, problem, f"a shape {name} can run") from None
+        chunks = schedules.chunks_per_device(name, v)
+        per_stage = -(-model.layers // k)
+        if per_stage % chunks:
+            raise ScenarioError(
+                v_path if schedules.SPECS[name].placement in ("loop", "wave") else _schedule_path(shape, shape_path),
+                f"model {model.name!r} has {per_stage} layers per stage over {k} stages, which {name}'s {chunks} "
+                "chunks per device do not divide",
+                "chunks per device that divide each stage's layers",
+            )
 
 
 def _check_model(
@@ -1262,16 +1375,21 @@ def _check_model(
     """One model of one shape against a fleet, by the sizing rule the generator uses (see ``sizing``)."""
     b, s, m, t, d = shape.micro_batch_size, shape.seq_len, shape.num_microbatches, shape.gpus_per_stage, shape.data_parallel
     memory_gb = np.array([g.memory_gb for g in gpus])
+    names = scenario.schedules_of(shape)
     sizing = size_job(
-        model.params, model.layers, model.hidden, b, s, m, t, scenario.pipeline_schedule, counts, memory_gb,
-        np.array([g.tflops for g in gpus]), components, d,
+        model.params, model.layers, model.hidden, b, s, m, t, names[0], counts, memory_gb,
+        np.array([g.tflops for g in gpus]), components, d, scenario.virtual_stages_of(shape), shape.context_parallel,
+        shape.recompute, names[1:],
     )
     if sizing is None:
+        counts_text = "even at one stage per layer"
+        if any(name not in (ONE_F_ONE_B, schedules.GPIPE) for name in names):
+            counts_text = f"at any stage count that {', '.join(names)} can run"
         raise ScenarioError(
             scale_path if scale_path == "randomize.gpu_types" else model_path,
-            f"model {model.name!r} ({model.params_b:g}B params) fits no GPU memory{_fleet_text(scale_path, gpus)}, even at one "
-            f"stage per layer on the largest GPU ({max(memory_gb):g} GB) with b={b}, s={s}, M={m} and {t} GPU(s) "
-            "per stage",
+            f"model {model.name!r} ({model.params_b:g}B params) fits no GPU memory{_fleet_text(scale_path, gpus)}, "
+            f"{counts_text}, on the largest GPU ({max(memory_gb):g} GB) with b={b}, s={s}, M={m} and "
+            f"{t} GPU(s) per stage",
             "a model whose stages fit GPU memory (more gpus_per_stage, a smaller micro_batch_size or seq_len, "
             "or a GPU with more memory)",
         )

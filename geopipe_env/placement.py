@@ -31,7 +31,6 @@ from typing import NamedTuple
 import numpy as np
 
 from geopipe_env.generator import Job
-from geopipe_env.physics import pipeline
 from geopipe_env.simulator import ClusterSim, Placement
 from geopipe_env.units import GRAMS_PER_KG, SECONDS_PER_HOUR, WATTS_PER_KW, transfer_time_s
 
@@ -48,6 +47,7 @@ class CandidateInfo(NamedTuple):
     rate_gbps: float
     demand_gbps: float
     stalled: bool
+    schedule: int  # which of the job's accepted schedules it would run (an index into Job.schedules)
 
 
 class BaceReading(NamedTuple):
@@ -156,7 +156,7 @@ class PlacementContext:
             info = CandidateInfo(
                 placement, est.iteration_s, est.duration_s, w.price.weighted_integral(placement.regions, kw, now, end),
                 w.carbon.weighted_integral(placement.regions, kw, now, end) / GRAMS_PER_KG, est.rate_gbps,
-                est.demand_gbps, est.stalled,
+                est.demand_gbps, est.stalled, est.schedule,
             )
         self._described[key] = info
         return info
@@ -288,14 +288,21 @@ def cr_ldf(ctx: PlacementContext, job: Job) -> Placement | None:
 
 def comm_fits_compute(ctx: PlacementContext, job: Job, a: int, b: int, forward_only: bool = False) -> bool:
     """BACE-Pipe's admission rule for a boundary a→b: ``d·A·8/B_avail + latency <= t_f + t_b`` (no stall), or
-    ``<= t_f`` with ``forward_only``."""
+    ``<= t_f`` with ``forward_only``; divided by the messages a micro-batch puts on the link under the job's own
+    schedule (``Job.link_messages``: a chunk's compute per message)."""
     spare = min(ctx.spare[a][b], ctx.spare[b][a])
     if spare <= 0.0:
         return False
     comm_s = transfer_time_s(job.wan_message_bytes, spare) + ctx.latency[a][b]
     forward = ctx.forward(job)
-    stage_s = (1.0 if forward_only else 1.0 + pipeline.BACKWARD_TO_FORWARD) * min(forward[a], forward[b])
+    stage_s = admission_per_forward(job, forward_only) * min(forward[a], forward[b])
     return comm_s <= stage_s
+
+
+def admission_per_forward(job: Job, forward_only: bool = False) -> float:
+    """The compute that BACE-Pipe's admission rule lets one message's transfer take, in forward times of the
+    slower stage: ``(t_f + t_b) / t_f`` (or 1 with ``forward_only``) over the job's messages per micro-batch."""
+    return (1.0 if forward_only else 1.0 + job.backward_ratio) / job.link_messages
 
 
 def cost_min_allocate(

@@ -35,6 +35,7 @@ from geopipe_env.physics.pipeline import (
     _PathTables, path_tables,
 )
 from geopipe_env.simulator import ClusterSim, Placement
+from geopipe_env.tables import LAYOUT_FLOATS
 from geopipe_env.units import BITS_PER_BYTE, BITS_PER_GBIT, SECONDS_PER_HOUR
 
 
@@ -220,20 +221,20 @@ def _model_scalars(
     base_s = float(stage_s.sum()) + 2.0 * float(hop_transfer_s.sum() + hop_latency_s.sum())
     max_x = float(hop_transfer_s.max()) if hop_transfer_s.size else 0.0
     if schedule == GPIPE:
-        return MODEL_GPIPE, base_s, max_x, float(forward_s.max()), float(backward_s.max()), (0.0, 0.0, 0.0, 0.0)
+        return MODEL_GPIPE, base_s, max_x, float(forward_s.max()), float(backward_s.max()), (0.0, 0.0, 0.0, 0.0, 0.0)
     if num_microbatches <= 1:
-        return MODEL_ROUND_TRIP, base_s, max_x, 0.0, 0.0, (0.0, 0.0, 0.0, 0.0)
-    f = float(forward_s[0])
+        return MODEL_ROUND_TRIP, base_s, max_x, 0.0, 0.0, (0.0, 0.0, 0.0, 0.0, 0.0)
+    f, b = float(forward_s[0]), float(backward_s[0])
     lat = float(hop_latency_s[0]) if hop_latency_s.size else 0.0
-    uniform = (f, float(forward_s.shape[0]), max_x, lat)
+    uniform = (f, b, float(forward_s.shape[0]), max_x, lat)
     if (
         (forward_s == f).all()
-        and (backward_s == BACKWARD_TO_FORWARD * f).all()
+        and (backward_s == b).all()
         and (hop_transfer_s == max_x).all()
         and (hop_latency_s == lat).all()
     ):
         return MODEL_UNIFORM, base_s, max_x, 0.0, 0.0, uniform
-    return MODEL_PATHS, base_s, max_x, 0.0, 0.0, (0.0, 0.0, 0.0, 0.0)
+    return MODEL_PATHS, base_s, max_x, 0.0, 0.0, (0.0, 0.0, 0.0, 0.0, 0.0)
 
 
 def model_parts(
@@ -291,7 +292,7 @@ class IterationModel:
         kind, self._base_s, self._max_x, self._max_f, self._max_b, uniform = _model_scalars(
             forward_s, backward_s, hop_transfer_s, hop_latency_s, num_microbatches, schedule
         )
-        self._uniform: tuple[float, float, float, float] | None = uniform if kind == MODEL_UNIFORM else None
+        self._uniform: tuple[float, float, float, float, float] | None = uniform if kind == MODEL_UNIFORM else None
         self._paths: _FixedPaths | None = None
         if kind == MODEL_PATHS:
             self._paths = _fixed_paths_of(forward_s, backward_s, hop_transfer_s, hop_latency_s, num_microbatches - 1)
@@ -303,8 +304,9 @@ class IterationModel:
             cadence = max(self._max_f, max_x) + max(self._max_b, max_x)
             return self._base_s + (self._m - 1) * cadence
         if self._uniform is not None:
-            f, num_stages, x, lat = self._uniform
-            return _uniform_total_s(f, num_stages, x, lat, self._m, ONE_F_ONE_B, min_cadence_s, max, math.floor, math.ceil)
+            f, b, num_stages, x, lat = self._uniform
+            return _uniform_total_s(f, num_stages, x, lat, self._m, ONE_F_ONE_B, min_cadence_s, max, math.floor,
+                                    math.ceil, b)
         if self._paths is None:  # a single micro-batch
             return self._base_s
         return self._base_s + _longest_s(self._paths, max_x)
@@ -319,12 +321,14 @@ def uniform_total_s(
     num_microbatches: int,
     schedule: str = ONE_F_ONE_B,
     min_cadence_s: float = 0.0,
+    backward_ratio: float = BACKWARD_TO_FORWARD,
 ) -> np.ndarray:
     """``pipeline.uniform_iteration_time_s`` with numpy's whole-array operations."""
     f = np.asarray(forward_s, dtype=float)
     s = np.asarray(num_stages, dtype=float)
     return _uniform_total_s(
-        f, s, hop_transfer_s, hop_latency_s, num_microbatches, schedule, min_cadence_s, np.maximum, np.floor, np.ceil
+        f, s, hop_transfer_s, hop_latency_s, num_microbatches, schedule, min_cadence_s, np.maximum, np.floor, np.ceil,
+        backward_ratio * f,
     )
 
 
@@ -339,10 +343,13 @@ def _uniform_total_s(
     maximum: Callable,
     floor: Callable,
     ceil: Callable,
+    b: np.ndarray | float | None = None,
 ) -> np.ndarray | float:
     """:func:`uniform_iteration_time_s`'s formula on arrays (with numpy's ``maximum``, ``floor``, ``ceil``) or on
-    Python floats (with ``max``, ``math.floor``, ``math.ceil``): the same operations, so equal results."""
-    b = BACKWARD_TO_FORWARD * f
+    Python floats (with ``max``, ``math.floor``, ``math.ceil``): the same operations, so equal results. The
+    backward ``b`` defaults to ``2f``."""
+    if b is None:
+        b = BACKWARD_TO_FORWARD * f
     x = maximum(hop_transfer_s * (s > 1), min_cadence_s)
     y = (hop_transfer_s + hop_latency_s) * (s > 1)
     n = num_microbatches - 1
@@ -407,8 +414,8 @@ def timing_parts(sim: ClusterSim, job: Job, placement: Placement) -> tuple[Model
     """The analytic model of ``placement``'s iteration at the simulator's line rates, taken apart
     (:func:`model_parts`), and its no-stall demand: what ``layout_table.store_layout`` stores."""
     forward, transfer, latency, _ = sim._stage_arrays(job, placement)
-    backward = BACKWARD_TO_FORWARD * forward
-    schedule_name = sim.world.scenario.pipeline_schedule
+    backward = job.backward_ratio * forward
+    schedule_name = job.schedule
     parts = model_parts(forward, backward, transfer, latency, job.num_microbatches, schedule_name)
     stage_s = forward + backward
     cadence = float(forward.max()) if schedule_name == GPIPE else float(stage_s.max())
@@ -436,13 +443,15 @@ def store_parts(
         slot = find_layout(table.index, table.layout_i, table.places, profile, regions, stages, regions.size)[1]
     table.arrays[table._arrays_used:table._arrays_used + path_arrays.size] = path_arrays
     table.places[table._places_used:table._places_used + 2 * regions.size] = np.concatenate((regions, stages))
-    f, s, x, lat = parts.uniform
+    f, b, s, x, lat = parts.uniform
     allreduce_s, demand_gbps, wan_message_bytes = extra
-    table.layout_f[lay] = (
-        parts.base_s, parts.max_x, parts.max_f, parts.max_b, f, s, x, lat, parts.last_stage_s, parts.constant_s,
+    table.layout_f[lay] = 0.0
+    table.layout_f[lay, :len(LAYOUT_FLOATS) - 2] = (  # the executor's memo columns stay 0
+        parts.base_s, parts.max_x, parts.max_f, parts.max_b, f, b, s, x, lat, parts.last_stage_s, parts.constant_s,
         allreduce_s, demand_gbps, wan_message_bytes,
     )
-    table.layout_i[lay] = (
+    table.layout_i[lay] = 0
+    table.layout_i[lay, :8] = (  # kind … segments; schedule 0, no executor parts, no wrap
         parts.kind, parts.num_microbatches, profile, table._places_used, regions.size - 1, table._arrays_used,
         parts.tail_slope.size, parts.segment_slope.size,
     )

@@ -147,8 +147,8 @@ PIPELINE_SIZINGS = (SIZING_KSTAR, SIZING_MEMORY)  # the values ``pipeline_sizing
 class JobShape:
     """A job's parallel shape: tensor (``gpus_per_stage``), pipeline (sizing) and data (``data_parallel``) degrees.
 
-    A job holds ``S · gpus_per_stage · data_parallel`` GPUs; each of its ``S`` stages puts its ``data_parallel``
-    replicas (``gpus_per_stage`` GPUs each, inside one node) in one region. ``num_microbatches`` is per replica
+    A job holds ``S · gpus_per_stage · context_parallel · data_parallel`` GPUs; each of its ``S`` stages puts its
+    ``data_parallel`` replicas (``gpus_per_stage · context_parallel`` GPUs each) in one region. ``num_microbatches`` is per replica
     and iteration: ``global_batch_size / (micro_batch_size · data_parallel)`` when a global batch is given.
     """
 
@@ -160,11 +160,17 @@ class JobShape:
     sizing: str = SIZING_KSTAR
     pipeline_stages: int | None = None  # with sizing "fixed"
     max_stages: int | None = None
+    # The pipeline schedules the job accepts, the first its own (empty: the scenario's ``pipeline_schedule``), and
+    # its chunks per device (None: the scenario's ``virtual_stages``).
+    pipeline_schedules: tuple[str, ...] = ()
+    virtual_stages: int | None = None
+    context_parallel: int = 1  # c: a replica's stage holds gpus_per_stage × c GPUs, the sequence split over c
+    recompute: bool = True  # activations checkpointed at layer boundaries and recomputed in the backward
 
     @property
     def stage_gpus(self) -> int:
-        """GPUs one pipeline stage takes over all replicas: ``gpus_per_stage · data_parallel``."""
-        return self.gpus_per_stage * self.data_parallel
+        """GPUs one pipeline stage takes over all replicas: ``gpus_per_stage · context_parallel · data_parallel``."""
+        return self.gpus_per_stage * self.context_parallel * self.data_parallel
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +220,10 @@ class WorkloadSpec:
     pipeline_sizing: str = SIZING_KSTAR
     pipeline_stages: int | None = None
     classes: tuple[JobClass, ...] = ()
+    pipeline_schedules: tuple[str, ...] = ()
+    virtual_stages: int | None = None
+    context_parallel: int = 1
+    recompute: bool = True
 
     @property
     def shape(self) -> JobShape:
@@ -221,7 +231,8 @@ class WorkloadSpec:
         sizing = SIZING_FIXED if self.pipeline_stages is not None else self.pipeline_sizing
         return JobShape(
             self.micro_batch_size, self.seq_len, self.num_microbatches, self.gpus_per_stage, self.data_parallel,
-            sizing, self.pipeline_stages, self.max_stages,
+            sizing, self.pipeline_stages, self.max_stages, self.pipeline_schedules, self.virtual_stages,
+            self.context_parallel, self.recompute,
         )
 
     def job_classes(self) -> tuple[JobClass, ...]:
@@ -262,7 +273,9 @@ class Scenario:
     name: str
     horizon_s: float
     start_hour: int | None  # hour of 2023 (UTC) where series start; None = a random day each episode
-    mfu: float
+    # An end-to-end efficiency applied to every GPU's peak, or None: each GPU type's kernel efficiency
+    # (GpuType.kernel_efficiency), with attention FLOPs counted and the bubble timed by the schedule.
+    mfu: float | None
     regions: tuple[RegionSpec, ...]
     network: NetworkSpec
     workload: WorkloadSpec
@@ -270,10 +283,19 @@ class Scenario:
     cost_weight: float = 1.0
     bill_idle_capacity: bool = False
     pipeline_schedule: str = "1f1b"
+    virtual_stages: int = 1
 
     @property
     def num_regions(self) -> int:
         return len(self.regions)
+
+    def schedules_of(self, shape: JobShape) -> tuple[str, ...]:
+        """The schedules a job of ``shape`` accepts, its own first: the shape's, or the scenario's one."""
+        return shape.pipeline_schedules or (self.pipeline_schedule,)
+
+    def virtual_stages_of(self, shape: JobShape) -> int:
+        """A job's chunks per device (interleaved-1f1b, hanayo): the shape's, or the scenario's."""
+        return self.virtual_stages if shape.virtual_stages is None else shape.virtual_stages
 
     @property
     def region_ids(self) -> tuple[str, ...]:

@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from geopipe_env import bundled, loader
-from geopipe_env.physics.pipeline import SCHEDULES
+from geopipe_env.physics.schedule import SCHEDULES
 from geopipe_env.scenario import PIPELINE_SIZINGS
 
 SCHEMA_ID = "https://geopipe.invalid/scenario.schema.json"  # a name, not a location: nothing is fetched
@@ -77,6 +77,11 @@ def _shape_properties() -> dict[str, Any]:
         "pipeline_sizing": {"enum": list(PIPELINE_SIZINGS)},
         "pipeline_stages": _integer(),
         "max_stages": _integer(),
+        "pipeline_schedule": {"enum": list(SCHEDULES)},
+        "pipeline_schedules": {"type": "array", "items": {"enum": list(SCHEDULES)}, "minItems": 1, "uniqueItems": True},
+        "virtual_stages": _integer(),
+        "context_parallel": _integer(),
+        "recompute": {"type": "boolean"},
     }
 
 
@@ -100,7 +105,10 @@ def scenario_json_schema() -> dict[str, Any]:
     }
     gpu = {
         "type": "object",
-        "properties": {"tflops": POSITIVE, "memory_gb": POSITIVE, "busy_watts": POSITIVE, "idle_watts": NON_NEGATIVE},
+        "properties": {
+            "tflops": POSITIVE, "memory_gb": POSITIVE, "busy_watts": POSITIVE, "idle_watts": NON_NEGATIVE,
+            "kernel_efficiency": _number(0.0, exclusive=True, maximum=1.0),
+        },
         "additionalProperties": False,
     }
     region = _object(
@@ -188,6 +196,7 @@ def scenario_json_schema() -> dict[str, Any]:
             "start_utc": {"type": "string", "description": 'an ISO 8601 UTC time on a whole hour, or "random"'},
             "mfu": _number(0.0, exclusive=True, maximum=1.0),
             "pipeline_schedule": {"enum": list(SCHEDULES)},
+            "virtual_stages": _integer(),
             "bill_idle_capacity": {"type": "boolean"},
             "gpus": {"type": "object", "additionalProperties": gpu},
             "regions": {"type": "array", "items": region, "minItems": 1},

@@ -77,10 +77,12 @@ class Layout:
 
     demand_gbps: float
     timing: PlacementTiming
-    wan_link_index: np.ndarray  # (2·hops,) int64: the placement's directed WAN links as flat indices into (R, R)
+    wan_link_index: np.ndarray  # (L,) int64: the directed WAN links it uses as flat indices into (R, R)
     # What a launch and a retiming read (the layout's key holds the job's shape, so these are the layout's own):
     gpus: np.ndarray  # (R,) int64, read-only: GPUs held per region
-    wan_bytes_per_iteration: float  # 2 ways × M micro-batches × d·A bytes × WAN hops
+    wan_bytes_per_iteration: float  # M micro-batches × d·A bytes × the messages a micro-batch puts on WAN links
+    links: tuple[tuple[int, int], ...]  # the directed WAN links it uses, as (region, region) pairs
+    schedule: int  # which of the job's accepted schedules it runs (an index into Job.schedules)
     # The same stages with no WAN boundary (ClusterSim.local_iteration_s_of), set at the layout's first launch.
     local_iteration_s: float = float("nan")
 
@@ -90,17 +92,18 @@ ITERATION_CACHE_SIZE = 2048  # pipelines timed per process (about 1 MiB): conten
 
 
 @functools.lru_cache(maxsize=ITERATION_CACHE_SIZE)
-def _iteration_time_s(inputs: tuple[bytes, bytes, bytes, bytes, int, str, bool], min_cadence: float) -> float:
-    """Iteration time of a pipeline given by value: the bytes of its per-stage forward times, per-hop transfer
-    times and latencies and WAN hop positions, its micro-batch count, schedule, whether to simulate the schedule
-    table exactly, and the cadence floor its allocated rate imposes on the WAN hops.
+def _iteration_time_s(inputs: tuple[bytes, bytes, bytes, bytes, int, str, bool, float], min_cadence: float) -> float:
+    """Iteration time of a GPipe or 1F1B pipeline given by value: the bytes of its per-stage forward times, per-hop
+    transfer times and latencies and WAN hop positions, its micro-batch count, schedule, whether to simulate the
+    schedule table exactly, its backward ÷ forward, and the cadence floor its allocated rate imposes on the WAN
+    hops.
 
     Pure in its arguments, so the cache (shared by every episode and env of this process: worlds of one scenario
     repeat their regions and links, so placements recur from episode to episode) changes no result.
     """
-    forward_b, transfer_b, latency_b, wan_b, m, schedule_name, exact = inputs
+    forward_b, transfer_b, latency_b, wan_b, m, schedule_name, exact, ratio = inputs
     forward, transfer, latency = np.frombuffer(forward_b), np.frombuffer(transfer_b), np.frombuffer(latency_b)
-    backward = pipeline.BACKWARD_TO_FORWARD * forward
+    backward = ratio * forward
     if not exact:  # the analytic model
         tab_i, tab_f = pipeline.packed_path_tables(forward.shape[0], max(m - 1, 1))
         return pipeline.model_total_s(
@@ -115,14 +118,73 @@ def _iteration_time_s(inputs: tuple[bytes, bytes, bytes, bytes, int, str, bool],
 
 
 def _timing_inputs(forward: np.ndarray, transfer: np.ndarray, latency: np.ndarray, wan_pos: np.ndarray, m: int,
-                   schedule_name: str, exact: bool) -> tuple[bytes, bytes, bytes, bytes, int, str, bool]:
+                   schedule_name: str, exact: bool, ratio: float) -> tuple[bytes, bytes, bytes, bytes, int, str, bool, float]:
     """A pipeline by value, as :func:`_iteration_time_s` takes it."""
     arrays = [np.asarray(a, dtype=float) for a in (forward, transfer, latency)]
     arrays.append(np.asarray(wan_pos, dtype=np.intp))
-    return (*(array.tobytes() for array in arrays), m, schedule_name, exact)
+    return (*(array.tobytes() for array in arrays), m, schedule_name, exact, ratio)
 
 
 _NO_WAN = np.zeros(0, dtype=np.intp)
+
+
+class PipelineModel(NamedTuple):
+    """One accepted schedule of a job on one placement at fixed line rates: how to time it at a cadence floor, and
+    the traffic it puts on the WAN."""
+
+    schedule: int  # an index into Job.schedules
+    analytic: tuple | None  # GPipe and 1F1B: the pipeline by value (_timing_inputs); None for the executor's
+    executor: schedule.ExecutorModel | None
+    demand_gbps: float
+    wan_bytes_per_iteration: float
+    links: tuple[tuple[int, int], ...]  # the directed WAN links it uses
+
+    def total_s(self, min_cadence_s: float = 0.0) -> float:
+        """Iteration time (without the all-reduce) when each WAN message takes at least ``min_cadence_s``."""
+        if self.executor is None:
+            return _iteration_time_s(self.analytic, min_cadence_s)
+        return self.executor.total_s(min_cadence_s)
+
+
+def wrap_link(regions: tuple[int, ...], capacity_gbps: np.ndarray, latency_s: np.ndarray, wan_message_bytes: float,
+              intra_transfer_s: float, intra_latency_s: float) -> tuple[float, float, bool, tuple[tuple[int, int], ...]]:
+    """The link an interleaved pipeline's wrap (its last stage back to its first) takes on a path of ``regions``:
+    ``(transfer s, latency s, crosses regions, its own WAN links)``. In one region it is an intra-region link;
+    over two it is the WAN hop's link the other way (no link of its own); over more it is the link from the last
+    region to the first (infinite transfer if there is none)."""
+    if len(regions) == 1:
+        return intra_transfer_s, intra_latency_s, False, ()
+    a, b = regions[-1], regions[0]
+    if len(regions) == 2:
+        return 0.0, 0.0, True, ()
+    gbps = float(capacity_gbps[a, b])
+    x = transfer_time_s(wan_message_bytes, gbps) if gbps > 0.0 else float("inf")
+    return x, float(latency_s[a, b]), True, ((a, b), (b, a))
+
+
+def pipeline_model(job: Job, index: int, placement: Placement, forward: np.ndarray, transfer: np.ndarray,
+                   latency: np.ndarray, wan_pos: np.ndarray, wrap: tuple, exact: bool) -> PipelineModel:
+    """The :class:`PipelineModel` of ``job.schedules[index]`` on ``placement`` (its stage arrays at the current line
+    rates, ``pipeline.stage_arrays``; ``wrap`` as :func:`wrap_link` gives it)."""
+    name = job.schedules[index]
+    m, msg = job.num_microbatches, job.wan_message_bytes
+    backward = job.backward_ratio * forward
+    if name in pipeline.SCHEDULES:
+        analytic = _timing_inputs(forward, transfer, latency, wan_pos, m, name, exact, job.backward_ratio)
+        demand = pipeline.demand_gbps(forward, backward, msg, name == pipeline.GPIPE, 1.0)
+        per_iteration = 2.0 * m * msg * placement.num_wan_hops
+        return PipelineModel(index, analytic, None, demand, per_iteration, placement.links)
+    wrap_x, wrap_lat, wrap_wan, wrap_links = wrap
+    loop = schedule.SPECS[name].placement == "loop"
+    model = schedule.executor_model(
+        forward, backward, transfer, latency, m, name, job.virtual_stages, job.input_gradient, wan_pos,
+        (wrap_x, wrap_lat), wrap_wan and loop, int(wan_pos[0]) if loop and len(placement.regions) == 2 else -1,
+    )
+    on_wan = model.messages[model.link_wan != 0]
+    most = float(on_wan.max()) if on_wan.size else 1.0
+    demand = pipeline.demand_gbps(forward, backward, msg, False, most)
+    per_iteration = m * msg * float(on_wan.sum())
+    return PipelineModel(index, None, model, demand, per_iteration, placement.links + (wrap_links if loop else ()))
 
 
 class PlacementTiming:
@@ -134,27 +196,17 @@ class PlacementTiming:
     estimated), so no :class:`pipeline.IterationModel` is kept between rates: it would cost memory for nothing.
     """
 
-    __slots__ = ("_inputs", "_wan_message_bytes", "_allreduce_s", "_has_wan", "_num_regions", "_power_terms", "_by_rate")
+    __slots__ = ("_model", "_wan_message_bytes", "_allreduce_s", "_has_wan", "_num_regions", "_power_terms", "_by_rate")
 
-    def __init__(
-        self,
-        world: World,
-        job: Job,
-        placement: Placement,
-        forward: np.ndarray,
-        transfer: np.ndarray,
-        latency: np.ndarray,
-        wan_pos: np.ndarray,
-        exact: bool,
-    ) -> None:
+    def __init__(self, world: World, job: Job, placement: Placement, model: PipelineModel) -> None:
         m = job.num_microbatches
-        self._inputs = _timing_inputs(forward, transfer, latency, wan_pos, m, world.scenario.pipeline_schedule, exact)
+        self._model = model
         self._wan_message_bytes = job.wan_message_bytes
         self._allreduce_s = job.allreduce_s
         self._has_wan = bool(placement.num_wan_hops)
         self._num_regions = world.num_regions
         # Per region: (region, GPUs, busy GPU·s per iteration of one GPU, idle W, busy W, PUE), as Python floats.
-        busy_per_forward = m * (1.0 + pipeline.BACKWARD_TO_FORWARD)
+        busy_per_forward = m * (1.0 + job.backward_ratio)
         g = job.stage_gpus
         self._power_terms = tuple(
             (
@@ -169,6 +221,11 @@ class PlacementTiming:
         )
         self._by_rate: dict[float, tuple[float, np.ndarray]] = {}
 
+    @property
+    def model(self) -> PipelineModel:
+        """The schedule it times, and how."""
+        return self._model
+
     def at(self, rate_gbps: float) -> tuple[float, np.ndarray]:
         """``(iteration_s, power_w (R,))`` when each WAN hop gets ``rate_gbps`` (read-only; shared by callers)."""
         cached = self._by_rate.get(rate_gbps)
@@ -178,7 +235,7 @@ class PlacementTiming:
             min_cadence = 0.0
             if self._has_wan and rate_gbps > 0.0:
                 min_cadence = transfer_time_s(self._wan_message_bytes, rate_gbps)
-            t_iter = _iteration_time_s(self._inputs, min_cadence) + self._allreduce_s
+            t_iter = self._model.total_s(min_cadence) + self._allreduce_s
             cached = self._by_rate[rate_gbps] = (t_iter, self._power_w(t_iter))
         return cached
 
@@ -232,6 +289,7 @@ class Estimate(NamedTuple):
     demand_gbps: float
     stalled: bool
     power_w: np.ndarray  # (R,)
+    schedule: int  # which of the job's accepted schedules it would run (an index into Job.schedules)
 
 
 RATES_PER_LAYOUT = 8  # rates memoised per layout (a layout can outlive an episode); contended rates rarely repeat
@@ -495,20 +553,41 @@ class ClusterSim:
         key = (job.profile_key, placement, self._capacity_version)
         cached = self._layout_cache.get(key)
         if cached is None:
-            forward, transfer, latency, wan_pos = self._stage_arrays(job, placement)
-            gpipe = self.world.scenario.pipeline_schedule == pipeline.GPIPE
-            timing = PlacementTiming(self.world, job, placement, forward, transfer, latency, wan_pos, self.exact_timing)
+            model = self.pipeline_model(job, placement)
+            timing = PlacementTiming(self.world, job, placement, model)
             num_regions = self.world.num_regions
-            links = np.array([a * num_regions + b for a, b in placement.links], dtype=np.int64)
+            links = np.array([a * num_regions + b for a, b in model.links], dtype=np.int64)
             gpus = np.zeros(num_regions, dtype=np.int64)
             for r, n in zip(placement.regions, placement.stages):
                 gpus[r] = n * job.stage_gpus
             for array in (links, gpus):  # shared by every launch of the layout
                 array.setflags(write=False)
-            per_iteration = 2.0 * job.num_microbatches * job.wan_message_bytes * placement.num_wan_hops
-            demand = pipeline.demand_gbps(forward, job.wan_message_bytes, gpipe)
-            cached = self._layout_cache[key] = Layout(demand, timing, links, gpus, per_iteration)
+            cached = self._layout_cache[key] = Layout(
+                model.demand_gbps, timing, links, gpus, model.wan_bytes_per_iteration, model.links, model.schedule
+            )
         return cached
+
+    def pipeline_model(self, job: Job, placement: Placement) -> PipelineModel:
+        """The schedule ``placement`` runs ``job`` with, as a :class:`PipelineModel` at the current line rates: of the
+        job's accepted schedules that fit memory in every region of the placement, the one with the shortest
+        iteration at line rate (the first on ties; the job's own when there is one). A placement no accepted
+        schedule fits gets the job's own, timed as if it did (``check_placement`` refuses to launch it)."""
+        forward, transfer, latency, wan_pos = self._stage_arrays(job, placement)
+        wrap = self._wrap(job, placement)
+        if len(job.schedules) == 1:
+            return pipeline_model(job, 0, placement, forward, transfer, latency, wan_pos, wrap, self.exact_timing)
+        regions = list(placement.regions)
+        options = [i for i in range(len(job.schedules)) if job.schedule_fits[i, regions].all()] or [0]
+        models = [pipeline_model(job, i, placement, forward, transfer, latency, wan_pos, wrap, self.exact_timing)
+                  for i in options]
+        return min(models, key=lambda model: model.total_s())
+
+    def _wrap(self, job: Job, placement: Placement) -> tuple:
+        """:func:`wrap_link` of ``placement`` at the current line rates."""
+        net = self.world.scenario.network
+        intra_x = transfer_time_s(job.intra_message_bytes, float(net.intra_bandwidth_gbps))
+        return wrap_link(placement.regions, self.capacity_gbps, self.world.latency_s, job.wan_message_bytes, intra_x,
+                         float(net.intra_latency_s))
 
     def local_iteration_s_of(self, job: Job, placement: Placement) -> float:
         """Iteration time of ``placement``'s stages with every boundary inside one region (intra-region link and
@@ -524,19 +603,22 @@ class ClusterSim:
                 runs[-1] = (f, runs[-1][1] + n)
             else:
                 runs.append((f, n))
-        key = (job.profile_key, tuple(runs), fields_key(self.world, LOCAL_TIMING_FIELDS), self.exact_timing)
+        index = self.layout(job, placement).schedule
+        key = (job.profile_key, tuple(runs), fields_key(self.world, LOCAL_TIMING_FIELDS), self.exact_timing, index)
         cached = _LOCAL_ITERATION.get(key)
         if cached is None:
             if len(_LOCAL_ITERATION) >= LOCAL_ITERATION_CACHE_SIZE:
                 _LOCAL_ITERATION.clear()
             forward = np.repeat(job.forward_s[list(placement.regions)], placement.stages)
             n_hops = forward.shape[0] - 1
-            transfer = np.full(n_hops, transfer_time_s(job.activation_bytes, sc.network.intra_bandwidth_gbps))
+            intra_x = transfer_time_s(job.intra_message_bytes, sc.network.intra_bandwidth_gbps)
+            transfer = np.full(n_hops, intra_x)
             latency = np.full(n_hops, float(sc.network.intra_latency_s))
-            inputs = _timing_inputs(forward, transfer, latency, _NO_WAN, job.num_microbatches, sc.pipeline_schedule,
-                                    self.exact_timing)
+            wrap = (intra_x, float(sc.network.intra_latency_s), False, ())
+            local = Placement((placement.regions[0],), (job.num_stages,))
+            model = pipeline_model(job, index, local, forward, transfer, latency, _NO_WAN, wrap, self.exact_timing)
             # PlacementTiming.at(0.0): no cadence floor
-            cached = _LOCAL_ITERATION[key] = _iteration_time_s(inputs, 0.0) + job.allreduce_s
+            cached = _LOCAL_ITERATION[key] = model.total_s(0.0) + job.allreduce_s
         return cached
 
     def _stage_arrays(self, job: Job, placement: Placement) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -545,7 +627,7 @@ class ClusterSim:
         net = self.world.scenario.network
         regions, stages = np.array(placement.regions, dtype=np.int64), np.array(placement.stages, dtype=np.int64)
         return pipeline.stage_arrays(
-            job.forward_s, job.activation_bytes, job.wan_message_bytes, regions, stages, regions.size,
+            job.forward_s, job.intra_message_bytes, job.wan_message_bytes, regions, stages, regions.size,
             self.capacity_gbps, self.world.latency_s, float(net.intra_bandwidth_gbps), float(net.intra_latency_s),
         )
 
@@ -566,11 +648,17 @@ class ClusterSim:
                 return f"a stage does not fit GPU memory in region {r}"
             if n * g > free[r]:
                 return f"region {r} has {free[r]} free GPUs, needs {n * g}"
+        if len(job.schedules) > 1 and not job.schedule_fits[:, list(regions)].all(axis=1).any():
+            return "no accepted schedule fits GPU memory in every region of the path"
         if len(regions) > 1:
             bandwidth = self.world.bandwidth_gbps
             for a, b in zip(regions, regions[1:]):
                 if bandwidth[a, b] <= 0.0:
                     return f"no link between regions {a} and {b}"
+            if len(regions) > 2 and bandwidth[regions[-1], regions[0]] <= 0.0:
+                name = job.schedules[self.layout(job, placement).schedule]
+                if schedule.SPECS[name].placement == "loop":
+                    return f"{name} wraps from its last region {regions[-1]} back to its first {regions[0]}, which no link joins"
         return None
 
     def estimate(self, job: Job, placement: Placement, spare_gbps: list[list[float]] | None = None) -> Estimate:
@@ -585,15 +673,16 @@ class ClusterSim:
         if placement.regions[1:]:
             if spare_gbps is None:
                 spare = min(
-                    max(self.capacity_gbps[a, b] - self.link_load_gbps[a, b], 0.0) for a, b in placement.links
+                    max(self.capacity_gbps[a, b] - self.link_load_gbps[a, b], 0.0) for a, b in lay.links
                 )
             else:
-                spare = min(spare_gbps[a][b] for a, b in placement.links)
+                spare = min(spare_gbps[a][b] for a, b in lay.links)
             rate = min(demand, spare)
         if rate <= 0.0:
-            return Estimate(float("inf"), float("inf"), 0.0, demand, True, np.zeros(self.world.num_regions))
+            return Estimate(float("inf"), float("inf"), 0.0, demand, True, np.zeros(self.world.num_regions),
+                            lay.schedule)
         t_iter, power = lay.timing.at(rate)
-        return Estimate(t_iter, t_iter * job.iterations, rate, demand, is_stalled(rate, demand), power)
+        return Estimate(t_iter, t_iter * job.iterations, rate, demand, is_stalled(rate, demand), power, lay.schedule)
 
     # ------------------------------------------------------------------ actions
     def launch(self, job_id: int, placement: Placement, checked: bool = False) -> None:
@@ -691,7 +780,7 @@ def warm_up() -> None:
     place = np.zeros(1, dtype=np.int64)
     forward, _, _, _ = pipeline.stage_arrays(forward_r, 1.0, 1.0, place, place + 2, 1, np.ones((1, 1)), np.zeros((1, 1)),
                                              1.0, 0.0)
-    pipeline.demand_gbps(forward, 1.0, False)
+    pipeline.demand_gbps(forward, pipeline.BACKWARD_TO_FORWARD * forward, 1.0, False, 1.0)
     pipeline.uniform_iteration_time_s(np.ones(2), np.arange(1, 3), 1.0, 0.0, 4)
     gpu_power_w(1, 1.0, 2.0, 0.5, 1.0)
     gpu_power_w(1, np.ones(1), np.ones(1), np.ones(1), np.ones(1))  # per region, in the world generator

@@ -59,15 +59,21 @@ def size_job(
     tflops: np.ndarray,
     components: list[np.ndarray],
     data_parallel: int = 1,
+    virtual_stages: int = 1,
+    context_parallel: int = 1,
+    recompute: bool = True,
+    accepted: tuple[str, ...] = (),
 ) -> JobSizing | None:
-    """The job's reference GPU and room in this world; ``None`` if a stage fits no GPU even at one layer each.
+    """The job's reference GPU and room in this world; ``None`` if a stage fits no GPU even at one layer each
+    (or at no stage count that ``schedule`` and the ``accepted`` schedules can run).
 
-    Room counts stages of all ``data_parallel`` replicas: ``gpus_per_stage · data_parallel`` GPUs each.
+    Room counts stages of all ``data_parallel`` replicas: ``gpus_per_stage · context_parallel · data_parallel``
+    GPUs each.
     """
     min_stages = [
         pipeline.min_feasible_stages(
             params, layers, hidden, micro_batch_size, seq_len, num_microbatches, mem, gpus_per_stage, schedule,
-            data_parallel,
+            data_parallel, virtual_stages, context_parallel, recompute, accepted,
         )
         for mem in memory_gb
     ]
@@ -77,7 +83,7 @@ def size_job(
     same_type = [int(num_gpus[(memory_gb == memory_gb[r]) & (tflops == tflops[r])].sum()) for r in range(len(num_gpus))]
     ref = max((same_type[r], memory_gb[r], tflops[r], r) for r in fitting)[3]
     big_enough = memory_gb >= memory_gb[ref]
-    stages_held = num_gpus // (gpus_per_stage * data_parallel)  # (R,) a stage's replicas share its region
+    stages_held = num_gpus // (gpus_per_stage * context_parallel * data_parallel)  # (R,) a stage's replicas share its region
     total = int(stages_held[big_enough].sum())
     room = max(int(stages_held[group & big_enough].sum()) for group in components)
     return JobSizing(ref_region=ref, min_stages=int(min_stages[ref]), total_stages=total, room_stages=room)

@@ -101,6 +101,7 @@ LAYOUT_FLOATS = _table(
     ("max_f", "GPipe: the slowest forward, s"),
     ("max_b", "GPipe: the slowest backward, s"),
     ("uni_f", "uniform 1F1B: the stages' forward time, s"),
+    ("uni_b", "uniform 1F1B: the stages' backward time, s"),
     ("uni_s", "uniform 1F1B: the stage count"),
     ("uni_x", "uniform 1F1B: the hops' transfer time, s"),
     ("uni_lat", "uniform 1F1B: the hops' latency, s"),
@@ -109,11 +110,13 @@ LAYOUT_FLOATS = _table(
     ("allreduce", "the data-parallel all-reduce per iteration, s"),
     ("demand", "no-stall rate per WAN hop, Gbit/s"),
     ("wan_bytes", "one cross-region message d·A, bytes"),
+    ("memo_cadence", "executor: the cadence floor it was last timed at, s (−1: not yet)"),
+    ("memo_total", "executor: the iteration time that gave (without the all-reduce), s"),
 )
-(LF_BASE, LF_MAX_X, LF_MAX_F, LF_MAX_B, LF_UNI_F, LF_UNI_S, LF_UNI_X, LF_UNI_LAT, LF_LAST_STAGE, LF_CONSTANT,
- LF_ALLREDUCE, LF_DEMAND, LF_WAN_BYTES) = LAYOUT_FLOATS.positions(
-    "base", "max_x", "max_f", "max_b", "uni_f", "uni_s", "uni_x", "uni_lat", "last_stage", "constant", "allreduce",
-    "demand", "wan_bytes",
+(LF_BASE, LF_MAX_X, LF_MAX_F, LF_MAX_B, LF_UNI_F, LF_UNI_B, LF_UNI_S, LF_UNI_X, LF_UNI_LAT, LF_LAST_STAGE, LF_CONSTANT,
+ LF_ALLREDUCE, LF_DEMAND, LF_WAN_BYTES, LF_MEMO_CADENCE, LF_MEMO_TOTAL) = LAYOUT_FLOATS.positions(
+    "base", "max_x", "max_f", "max_b", "uni_f", "uni_b", "uni_s", "uni_x", "uni_lat", "last_stage", "constant",
+    "allreduce", "demand", "wan_bytes", "memo_cadence", "memo_total",
 )
 LAYOUT_INTS = _table(
     "layout ints",
@@ -126,9 +129,18 @@ LAYOUT_INTS = _table(
                "starts, ends)"),
     ("tails", "tail lines"),
     ("segments", "segment lines"),
+    ("schedule", "which of the job's accepted schedules it runs (an index into Job.schedules)"),
+    ("program", "executor: where its program starts in the program array"),
+    ("links_at", "executor: where its link map (D·D) and WAN flags (L) start in the int array"),
+    ("devices", "executor: D, its devices (stages)"),
+    ("chunks", "executor: K, its model chunks"),
+    ("links", "executor: L, its links"),
+    ("wrap", "1 if its wrap from the last stage to the first takes a WAN link off the path"),
 )
-LI_KIND, LI_M, LI_PROFILE, LI_PATH, LI_HOPS, LI_ARRAYS, LI_TAILS, LI_SEGMENTS = LAYOUT_INTS.positions(
-    "kind", "m", "profile", "path", "hops", "arrays", "tails", "segments"
+(LI_KIND, LI_M, LI_PROFILE, LI_PATH, LI_HOPS, LI_ARRAYS, LI_TAILS, LI_SEGMENTS, LI_SCHEDULE, LI_PROGRAM, LI_LINKS_AT,
+ LI_DEVICES, LI_CHUNKS, LI_LINKS, LI_WRAP) = LAYOUT_INTS.positions(
+    "kind", "m", "profile", "path", "hops", "arrays", "tails", "segments", "schedule", "program", "links_at",
+    "devices", "chunks", "links", "wrap",
 )
 NUM_LAYOUT_FLOATS, NUM_LAYOUT_INTS = len(LAYOUT_FLOATS), len(LAYOUT_INTS)
 
@@ -177,6 +189,17 @@ P_TABLE_ID, P_STAGES, P_STAGE_GPUS, P_MICROBATCHES = PROFILE_INTS.positions(
     "table_id", "stages", "stage_gpus", "microbatches"
 )
 P_FITS = len(PROFILE_INTS)  # where the per-region memory fit starts
+PROFILE_FLOATS = _table(
+    "candidate table: profile floats",
+    ("wan_bytes", "its cross-region message d·A, bytes"),
+    ("busy_per_forward", "a stage's busy time per micro-batch in forward times: 1 + the backward ratio"),
+    ("admit_per_forward", "the compute BACE-Pipe's admission lets one message take, in forward times"),
+    tail="then one column per region: the profile's forward time of a stage on its GPUs, s",
+)
+PF_WAN_BYTES, PF_BUSY_PER_FORWARD, PF_ADMIT_PER_FORWARD = PROFILE_FLOATS.positions(
+    "wan_bytes", "busy_per_forward", "admit_per_forward"
+)
+PF_FORWARD = len(PROFILE_FLOATS)  # where the per-region forward times start
 CANDIDATE_JOB_INTS = _table(
     "candidate table: per-job int rows",
     ("profile", "the episode's profile of the job"),
@@ -192,9 +215,10 @@ CANDIDATE_FLOATS = _table(
     ("rate", "the bandwidth per hop it would get now, Gbit/s"),
     ("demand", "its no-stall rate per hop, Gbit/s"),
     ("stalled", "1 if the rate is below the demand"),
+    ("schedule", "which of the job's accepted schedules it would run (an index into Job.schedules)"),
 )
-C_ITERATION, C_DURATION, C_COST, C_CARBON, C_RATE, C_DEMAND, C_STALLED = CANDIDATE_FLOATS.positions(
-    "iteration", "duration", "cost", "carbon", "rate", "demand", "stalled"
+C_ITERATION, C_DURATION, C_COST, C_CARBON, C_RATE, C_DEMAND, C_STALLED, C_SCHEDULE = CANDIDATE_FLOATS.positions(
+    "iteration", "duration", "cost", "carbon", "rate", "demand", "stalled", "schedule"
 )
 NUM_CANDIDATE_FLOATS = len(CANDIDATE_FLOATS)
 

@@ -32,6 +32,8 @@ def _perturbed(value):
         return value * 1.37 + 1.0
     if isinstance(value, str):
         return value + "-other"
+    if isinstance(value, tuple):
+        return value + ("other",)
     raise TypeError(type(value))
 
 

@@ -189,7 +189,7 @@ def test_uniform_total_equals_the_reference_closed_form(schedule):
         s, m = float(rng.integers(1, 65)), int(rng.integers(1, 129))
         cadence = float(rng.choice([0.0, rng.uniform(0.0, 3.0)]))
         want = reference._uniform_total_s(f, s, x, lat, m, schedule, cadence, max, math.floor, math.ceil)
-        assert pipeline.uniform_total_s(f, s, x, lat, m, schedule == pipeline.GPIPE, cadence) == want
+        assert pipeline.uniform_total_s(f, 2.0 * f, s, x, lat, m, schedule == pipeline.GPIPE, cadence) == want
 
 
 @pytest.mark.parametrize("schedule", pipeline.SCHEDULES)

@@ -28,6 +28,7 @@ def base() -> dict:
         "name": "unit",
         "horizon_h": 48,
         "start_utc": "2023-03-01T00:00Z",
+        "mfu": 0.4,  # an A6000 has no calibrated kernel efficiency
         "regions": [
             {"id": "a", "gpu": "A6000", "num_gpus": 32, "price_usd_per_kwh": 0.1},
             {"id": "b", "gpu": "A6000", "num_gpus": 32, "price_market": "GB", "carbon_zone": "GB"},

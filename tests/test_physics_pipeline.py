@@ -369,7 +369,8 @@ def test_uniform_iteration_time_matches_iteration_time(schedule: str) -> None:
 
 def optimal_args(memory_gb: float = 80.0, bandwidth_gbps: float = 10.0) -> tuple:
     """Llama-70B-like job on an A100-like GPU (312 TFLOPS) with a reference link."""
-    return (PARAMS, LAYERS, HIDDEN, MICRO_BATCH, SEQ_LEN, 32, 312.0, memory_gb, MFU, bandwidth_gbps, 0.05)
+    forward_one_stage_s = pipeline.forward_time_s(PARAMS, 1, MICRO_BATCH, SEQ_LEN, 312.0, MFU)
+    return (PARAMS, LAYERS, HIDDEN, MICRO_BATCH, SEQ_LEN, 32, forward_one_stage_s, memory_gb, bandwidth_gbps, 0.05)
 
 
 def test_optimal_stages_is_feasible_brute_force_argmin() -> None:

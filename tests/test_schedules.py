@@ -145,3 +145,43 @@ def test_the_split_backward_follows_the_zero_bubble_flops():
     more when attention dominates."""
     assert sch.input_gradient_fraction(8192, 0) == pytest.approx(0.5)
     assert 0.5 < sch.input_gradient_fraction(8192, 4096) < sch.input_gradient_fraction(4096, 32768) < 1.0
+
+
+@pytest.mark.parametrize("name, num_stages, m, v", list(_shapes()) + [(sch.HANAYO, 4, 16, 4), (sch.INTERLEAVED, 4, 16, 4)])
+def test_the_memory_model_is_the_peak_the_executor_measures(name, num_stages, m, v):
+    """``in_flight_stages`` (what a stage's memory is sized by) is never below the activations the busiest device
+    holds when the program runs, and equals them for the programs of fixed order (the greedy ones stay within it:
+    it is their budget)."""
+    peak = float(_uniform(num_stages, m, name, v).peak_activation.max())
+    declared = sch.in_flight_stages(name, num_stages, m, v)
+    assert peak <= declared + REL
+    if name not in (sch.ZBV, sch.CROSSPIPE_GREEDY):
+        assert peak == pytest.approx(declared, rel=REL), (name, num_stages, m, v)
+
+
+def test_link_messages_count_each_chunk_boundary_once_each_way():
+    """Per micro-batch a link carries one message per chunk boundary that crosses it: 1 under 1F1B and Chimera,
+    2 under ZB-V (down, then back up), v under interleaved 1F1B (plus its wrap on links of its own)."""
+    def most(name: str, v: int = 1) -> float:
+        prog = program(name, 4, 8, v)
+        link_of, link_x, _ = sch.links(4, np.zeros(3), np.zeros(3))
+        return float(sch.link_messages(prog, link_of, link_x.shape[0]).max())
+
+    assert most(sch.ONE_F_ONE_B) == most(sch.CHIMERA) == most(sch.ZB_H1) == 1.0
+    assert most(sch.ZBV) == most(sch.CROSSPIPE_GREEDY) == 2.0
+    assert most(sch.INTERLEAVED, 3) == 3.0
+
+
+def test_a_cadence_floor_slows_only_links_between_regions():
+    """``ExecutorModel.total_s`` at a cadence floor equals the executor run with each WAN link's message time raised
+    to the floor, and links inside a region keep theirs."""
+    forward = np.array([1.0, 1.2, 0.9, 1.1])
+    model = sch.executor_model(forward, 2.0 * forward, np.full(3, 0.1), np.full(3, 0.05), 8, sch.ZBV,
+                               input_gradient=0.6, wan_hops=np.array([1]))
+    for floor in (0.0, 0.05, 0.4, 2.0):
+        x = model.link_x.copy()
+        x[[1, 4]] = np.maximum(x[[1, 4]], floor)  # hop 1, both ways
+        run = sch.execute(model.program, model.chunk_f, model.chunk_d, model.chunk_w, model.link_of, x, model.link_lat,
+                          model.act_f, model.act_w, model.budget)
+        assert model.total_s(floor) == run.total_s
+    assert model.total_s(2.0) > model.total_s(0.0)

@@ -21,7 +21,7 @@ from geopipe_env.synthetic import random_scenario_dict
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 # The candidate figures a CandidateInfo holds, by the declared candidate column they come from.
 INFO_FIELD = {"iteration": "iteration_s", "duration": "duration_s", "cost": "cost_usd", "carbon": "carbon_kg",
-              "rate": "rate_gbps", "demand": "demand_gbps", "stalled": "stalled"}
+              "rate": "rate_gbps", "demand": "demand_gbps", "stalled": "stalled", "schedule": "schedule"}
 
 
 def test_a_table_is_bound_whole_or_not_at_all():

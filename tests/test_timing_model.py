@@ -176,11 +176,13 @@ def test_local_iteration_is_the_placement_timed_with_intra_region_links(timing):
         for rj in sim.running.values():
             job = rj.job
             forward, transfer, latency, _ = sim._stage_arrays(job, rj.placement)
-            transfer[:] = transfer_time_s(job.activation_bytes, net.intra_bandwidth_gbps)
+            transfer[:] = intra_x = transfer_time_s(job.activation_bytes, net.intra_bandwidth_gbps)
             latency[:] = float(net.intra_latency_s)
-            timing_model = simulator.PlacementTiming(
-                env.world, job, rj.placement, forward, transfer, latency, np.zeros(0, dtype=np.intp), timing == "exact"
+            model = simulator.pipeline_model(
+                job, rj.layout.schedule, rj.placement, forward, transfer, latency, np.zeros(0, dtype=np.intp),
+                (intra_x, float(net.intra_latency_s), False, ()), timing == "exact",
             )
+            timing_model = simulator.PlacementTiming(env.world, job, rj.placement, model)
             assert sim.local_iteration_s_of(job, rj.placement) == timing_model.at(0.0)[0]  # memoised, maybe
             simulator._LOCAL_ITERATION.clear()
             assert sim.local_iteration_s_of(job, rj.placement) == timing_model.at(0.0)[0]  # computed

@@ -1,9 +1,12 @@
 """Layer 3: pipeline-parallel timing and memory, as pure functions.
 
 Notation: ``P`` parameters, ``S`` stages, ``b`` micro-batch size, ``s`` sequence length, ``h`` hidden
-size, ``M`` micro-batches per iteration. A stage's forward time per micro-batch is
-``t_f = 2·(P/S)·b·s / (g·tflops·1e12·MFU)`` for a stage on ``g`` GPUs, and ``t_b = 2·t_f`` (the 6·P·tokens rule).
-Each stage boundary moves one activation of ``A = b·s·h·2`` bytes forward and a gradient of the same size back.
+size, ``M`` micro-batches per iteration. A stage's forward time per micro-batch on ``g`` GPUs is either
+``t_f = 2·(P/S)·b·s / (g·tflops·1e12·MFU)`` with a scenario's end-to-end ``mfu``, or, calibrated,
+``(2·(P/S)·b·s + 4·(L/S)·b·s²·h) / (g·tflops·1e12·η)`` with the GPU's kernel efficiency ``η``
+(:func:`calibrated_forward_s`); ``t_b = 2·t_f`` (the 6·P·tokens rule), plus one ``t_f`` when calibrated compute
+recomputes checkpointed activations (:func:`backward_ratio`). Each stage boundary moves one activation of
+``A = b·s·h·2`` bytes forward and a gradient of the same size back.
 
 Analytic iteration time (see also docs/physics.md). Every stage and every directed hop is a serial
 resource; a hop's latency is a pure delay. With per-stage ``f_i, b_i`` and per-hop transfer ``x_k`` and latency
@@ -59,9 +62,10 @@ from typing import NamedTuple
 import numpy as np
 
 from geopipe_env.compiled import jit, pairwise_sum
+from geopipe_env.physics import schedule as schedules
 from geopipe_env.physics.schedule import GPIPE, ONE_F_ONE_B
 from geopipe_env.tables import (
-    LF_BASE, LF_CONSTANT, LF_LAST_STAGE, LF_MAX_B, LF_MAX_F, LF_MAX_X, LF_UNI_F, LF_UNI_LAT, LF_UNI_S, LF_UNI_X,
+    LF_BASE, LF_CONSTANT, LF_LAST_STAGE, LF_MAX_B, LF_MAX_F, LF_MAX_X, LF_UNI_B, LF_UNI_F, LF_UNI_LAT, LF_UNI_S, LF_UNI_X,
     LI_ARRAYS, LI_KIND, LI_M, LI_SEGMENTS, LI_TAILS, NUM_LAYOUT_FLOATS, NUM_LAYOUT_INTS, PATH_TABLE, TAB_ADVANCES,
     TAB_COOL_STEPS, TAB_COPIES, TAB_FIRST_REACH, TAB_FULL_LOOPS, TAB_HELD, TAB_PART_LOOP, TAB_POST_WIDTH, TAB_PRE,
     TAB_PRE_LOOP, TAB_RUN_REACH, TAB_SEGMENT, TAB_TAIL_COPIES, TAB_TAIL_REST, TAB_TAIL_WIDTH, TAB_TURN_CYCLES,
@@ -102,6 +106,61 @@ def forward_time_s(
     return flops / (gpus_per_stage * tflops * FLOPS_PER_TFLOP * mfu)
 
 
+def forward_flops(params: float, layers: int, hidden: int, num_stages: int, micro_batch_size: int,
+                  seq_len: int) -> float:
+    """FLOPs of one stage's forward for one micro-batch: ``2·(P/S)·b·s`` in the weights' matrix products and
+    ``4·(L/S)·b·s²·h`` in attention's scores and weighted sum, counted in full (no causal halving), as NVIDIA's and
+    Megatron-LM's MFU figures count them (Narayanan et al. 2021, arXiv 2104.04473, Eq. 3; Qi et al. 2024, Table 1:
+    a layer's forward is ``sbh(24h + 4s)``)."""
+    tokens = micro_batch_size * seq_len
+    return 2.0 * (params / num_stages) * tokens + 4.0 * (layers / num_stages) * tokens * seq_len * hidden
+
+
+def calibrated_forward_s(params: float, layers: int, hidden: int, num_stages: int, micro_batch_size: int,
+                         seq_len: int, tflops: float, kernel_efficiency: float, gpus: int) -> float:
+    """Forward time of one stage for one micro-batch on ``gpus`` GPUs (tensor × context parallel) that reach
+    ``kernel_efficiency`` of their peak: :func:`forward_flops` ÷ (gpus · tflops · 1e12 · efficiency). The bubble,
+    the messages and the all-reduce are timed apart, so the efficiency is that of the kernels alone."""
+    flops = forward_flops(params, layers, hidden, num_stages, micro_batch_size, seq_len)
+    return flops / (gpus * tflops * FLOPS_PER_TFLOP * kernel_efficiency)
+
+
+def backward_ratio(calibrated: bool, recompute: bool) -> float:
+    """The backward's time in forward times: 2 (the 6·P·tokens rule), plus the recomputed forward when activations
+    are checkpointed and compute is calibrated. An ``mfu`` is an end-to-end figure measured on runs that recompute
+    or not, so it keeps the 2."""
+    return BACKWARD_TO_FORWARD + (1.0 if calibrated and recompute else 0.0)
+
+
+def input_gradient_share(hidden: int, seq_len: int, ratio: float) -> float:
+    """The share of a backward of ``ratio`` forward times that a split schedule runs as D (the input gradient,
+    after the recomputed forward if there is one) rather than W (the weight gradient): ``(ratio − 2 + 2q) / ratio``
+    with ``q`` the input gradient's share of the two-forward backward (``schedule.input_gradient_fraction``)."""
+    q = schedules.input_gradient_fraction(hidden, seq_len)
+    return (ratio - BACKWARD_TO_FORWARD + BACKWARD_TO_FORWARD * q) / ratio
+
+
+def runnable_stages(names: tuple[str, ...], layers: int, num_microbatches: int, virtual_stages: int,
+                    stage_counts: np.ndarray) -> np.ndarray:
+    """(len(stage_counts),) bool: which stage counts every schedule of ``names`` can run: its shape rules
+    (``schedule.check_shape``), and each stage's layers (``⌈L/S⌉``) split evenly into its chunks per device."""
+    ok = np.ones(stage_counts.shape[0], dtype=bool)
+    if all(name in SCHEDULES for name in names):
+        return ok
+    for i, k in enumerate(stage_counts.tolist()):
+        for name in names:
+            chunks = schedules.chunks_per_device(name, virtual_stages)
+            try:
+                schedules.check_shape(name, k, num_microbatches, virtual_stages)
+            except schedules.ShapeError:
+                ok[i] = False
+                break
+            if (-(-layers // k)) % chunks:
+                ok[i] = False
+                break
+    return ok
+
+
 def activation_bytes(micro_batch_size: int, seq_len: int, hidden: int) -> float:
     """Bytes of one activation (or gradient) message at a stage boundary: ``b·s·h·2`` (bf16)."""
     return float(micro_batch_size * seq_len * hidden * BF16_BYTES)
@@ -117,23 +176,47 @@ def stage_memory_bytes(
     num_microbatches: int,
     schedule: str = ONE_F_ONE_B,
     data_parallel: int = 1,
+    virtual_stages: int = 1,
+    context_parallel: int = 1,
+    recompute: bool = True,
 ) -> float | np.ndarray:
-    """Peak memory of the busiest stage (stage 0) of one pipeline replica, in bytes, before splitting over GPUs.
+    """Peak memory of the busiest device of one pipeline replica, in bytes, summed over the ``t·c`` GPUs of its
+    stage (:func:`fits_memory` splits it evenly over them).
 
-    Model state is ``(4 + 12/d)·P/S``: ``16·P/S`` for one replica, with the optimizer's 12 bytes per parameter
-    sharded over ``d`` replicas. Stage 0 keeps ``min(S, M)`` micro-batches in flight under 1F1B and all ``M``
-    under GPipe, each holding a checkpointed input per layer, plus one layer's working set during recompute.
+    Model state is ``(4 + 12/(d·c))·P/S`` per GPU group: ``16·P/S`` for one replica, with the optimizer's 12 bytes
+    per parameter sharded over the ``d·c`` ranks that hold the same weights (Megatron-LM's distributed optimizer);
+    each of the ``c`` context-parallel ranks holds it, and Chimera holds two stages' worth. The busiest device keeps
+    ``schedule.in_flight_stages`` micro-batches of a stage in flight. With ``recompute`` each holds one checkpointed
+    input per layer, ``2·b·s·h`` bytes, plus one layer's working set while it is recomputed; without, every
+    layer's activations, ``34·b·s·h`` bytes (Korthikanti et al. 2022, with FlashAttention and sequence
+    parallelism); both are split over the stage's ``t·c`` GPUs.
     """
-    in_flight = num_microbatches if schedule == GPIPE else np.minimum(num_stages, num_microbatches)
+    if schedule in SCHEDULES:
+        in_flight = num_microbatches if schedule == GPIPE else np.minimum(num_stages, num_microbatches)
+    else:
+        counts = np.asarray(num_stages)
+        in_flight = np.array([
+            schedules.in_flight_stages(schedule, k, num_microbatches, virtual_stages) for k in counts.ravel().tolist()
+        ]).reshape(counts.shape)
+        if counts.ndim == 0:
+            in_flight = float(in_flight)
     layers_per_stage = -(-layers // num_stages)  # ceil, for an int or an int array of stage counts
     tokens_hidden = micro_batch_size * seq_len * hidden
-    checkpoints = in_flight * layers_per_stage * CHECKPOINT_BYTES_PER_TOKEN_HIDDEN * tokens_hidden
-    working = WORKING_BYTES_PER_TOKEN_HIDDEN * tokens_hidden
+    if recompute:
+        checkpoints = in_flight * layers_per_stage * CHECKPOINT_BYTES_PER_TOKEN_HIDDEN * tokens_hidden
+        activations = checkpoints + WORKING_BYTES_PER_TOKEN_HIDDEN * tokens_hidden
+    else:
+        activations = in_flight * layers_per_stage * WORKING_BYTES_PER_TOKEN_HIDDEN * tokens_hidden
+    sharing = data_parallel * context_parallel
     state_bytes_per_param = STATE_BYTES_PER_PARAM
-    if data_parallel > 1:
+    if sharing > 1:
         unsharded = STATE_BYTES_PER_PARAM - SHARDED_STATE_BYTES_PER_PARAM
-        state_bytes_per_param = unsharded + SHARDED_STATE_BYTES_PER_PARAM / data_parallel
-    return state_bytes_per_param * params / num_stages + checkpoints + working
+        state_bytes_per_param = unsharded + SHARDED_STATE_BYTES_PER_PARAM / sharing
+    state = state_bytes_per_param * params / num_stages
+    copies = schedules.SPECS[schedule].weight_copies * context_parallel
+    if copies != 1:
+        state = state * copies
+    return state + activations
 
 
 def fits_memory(stage_bytes: float | np.ndarray, memory_gb: float, gpus_per_stage: int = 1) -> bool | np.ndarray:
@@ -153,13 +236,21 @@ def min_feasible_stages(
     gpus_per_stage: int = 1,
     schedule: str = ONE_F_ONE_B,
     data_parallel: int = 1,
+    virtual_stages: int = 1,
+    context_parallel: int = 1,
+    recompute: bool = True,
+    accepted: tuple[str, ...] = (),
 ) -> int | None:
-    """The smallest stage count (at most one stage per layer) whose stages fit; ``None`` if none does."""
+    """The smallest stage count (at most one stage per layer) whose stages fit and that ``schedule`` and every
+    schedule of ``accepted`` can run (:func:`runnable_stages`); ``None`` if none does."""
     stage_counts = np.arange(1, layers + 1)
     need = stage_memory_bytes(
-        params, layers, hidden, stage_counts, micro_batch_size, seq_len, num_microbatches, schedule, data_parallel
+        params, layers, hidden, stage_counts, micro_batch_size, seq_len, num_microbatches, schedule, data_parallel,
+        virtual_stages, context_parallel, recompute,
     )
-    fitting = np.flatnonzero(fits_memory(need, memory_gb, gpus_per_stage))
+    ok = fits_memory(need, memory_gb, gpus_per_stage * context_parallel)
+    ok &= runnable_stages((schedule, *accepted), layers, num_microbatches, virtual_stages, stage_counts)
+    fitting = np.flatnonzero(ok)
     return int(stage_counts[fitting[0]]) if fitting.size else None
 
 
@@ -324,6 +415,7 @@ def packed_path_tables(num_stages: int, n: int) -> tuple[np.ndarray, np.ndarray]
 
 # How a pipeline's model evaluates (a layout's ``LI_KIND``).
 MODEL_GPIPE, MODEL_UNIFORM, MODEL_ROUND_TRIP, MODEL_PATHS = range(4)
+MODEL_EXECUTOR = 4  # a layout timed by the schedule executor (layout_table.executor_total_s)
 
 
 @jit
@@ -335,12 +427,11 @@ def tab_part(tab_i: np.ndarray, values: np.ndarray, field: int) -> np.ndarray:
 
 
 @jit
-def uniform_total_s(f: float, s: float, hop_transfer_s: float, hop_latency_s: float, m: int, gpipe: bool,
+def uniform_total_s(f: float, b: float, s: float, hop_transfer_s: float, hop_latency_s: float, m: int, gpipe: bool,
                     min_cadence_s: float) -> float:
-    """Iteration time of ``s`` identical stages (forward ``f``, backward ``2f``) and hops (transfer
+    """Iteration time of ``s`` identical stages (forward ``f``, backward ``b``) and hops (transfer
     ``hop_transfer_s``, latency ``hop_latency_s``) under GPipe or 1F1B at a cadence floor: the closed form of
     :func:`uniform_iteration_time_s`."""
-    b = BACKWARD_TO_FORWARD * f
     several = 1.0 if s > 1 else 0.0
     x = max(hop_transfer_s * several, min_cadence_s)
     y = (hop_transfer_s + hop_latency_s) * several
@@ -359,10 +450,11 @@ def uniform_total_s(f: float, s: float, hop_transfer_s: float, hop_latency_s: fl
 
 @jit
 def uniform_totals(f: np.ndarray, s: np.ndarray, hop_transfer_s: float, hop_latency_s: float, m: int, gpipe: bool,
-                   min_cadence_s: float, out: np.ndarray) -> None:
-    """:func:`uniform_total_s` of each pair ``(f[i], s[i])`` into ``out[i]``."""
+                   min_cadence_s: float, backward_ratio: float, out: np.ndarray) -> None:
+    """:func:`uniform_total_s` of each pair ``(f[i], s[i])``, backward ``backward_ratio·f[i]``, into ``out[i]``."""
     for i in range(out.shape[0]):
-        out[i] = uniform_total_s(f[i], s[i], hop_transfer_s, hop_latency_s, m, gpipe, min_cadence_s)
+        out[i] = uniform_total_s(f[i], backward_ratio * f[i], s[i], hop_transfer_s, hop_latency_s, m, gpipe,
+                                 min_cadence_s)
 
 
 @jit
@@ -381,15 +473,15 @@ def model_scalars(forward, backward, transfer, hop_latency, m, gpipe, row):
         return MODEL_GPIPE
     if m <= 1:
         return MODEL_ROUND_TRIP
-    f = forward[0]
+    f, b = forward[0], backward[0]
     lat = hop_latency[0] if hops else 0.0
     for i in range(num_stages):
-        if forward[i] != f or backward[i] != BACKWARD_TO_FORWARD * f:
+        if forward[i] != f or backward[i] != b:
             return MODEL_PATHS
     for i in range(hops):
         if transfer[i] != max_x or hop_latency[i] != lat:
             return MODEL_PATHS
-    row[LF_UNI_F], row[LF_UNI_S], row[LF_UNI_X], row[LF_UNI_LAT] = f, float(num_stages), max_x, lat
+    row[LF_UNI_F], row[LF_UNI_B], row[LF_UNI_S], row[LF_UNI_X], row[LF_UNI_LAT] = f, b, float(num_stages), max_x, lat
     return MODEL_UNIFORM
 
 
@@ -575,8 +667,8 @@ def iteration_total_s(layout_f: np.ndarray, layout_i: np.ndarray, arrays: np.nda
         return base + (m - 1) * cadence
     if kind == MODEL_UNIFORM:
         return uniform_total_s(
-            layout_f[lay, LF_UNI_F], layout_f[lay, LF_UNI_S], layout_f[lay, LF_UNI_X], layout_f[lay, LF_UNI_LAT], m,
-            False, min_cadence_s,
+            layout_f[lay, LF_UNI_F], layout_f[lay, LF_UNI_B], layout_f[lay, LF_UNI_S], layout_f[lay, LF_UNI_X],
+            layout_f[lay, LF_UNI_LAT], m, False, min_cadence_s,
         )
     if kind == MODEL_ROUND_TRIP:
         return base
@@ -624,12 +716,13 @@ def stage_arrays(forward_r, activation_bytes, wan_message_bytes, regions, stages
 
 
 @jit
-def demand_gbps(forward, wan_message_bytes, gpipe):
-    """The rate per WAN hop below which communication stalls a pipeline: one message ``d·A`` per compute cadence.
-    Under 1F1B each boundary carries one message per ``max(f + b)``; under GPipe the forward phase sends one per
-    ``max f``."""
-    cadence = forward.max() if gpipe else (forward + BACKWARD_TO_FORWARD * forward).max()
-    return rate_gbps(wan_message_bytes, cadence)
+def demand_gbps(forward, backward, wan_message_bytes, gpipe, messages):
+    """The rate per WAN hop below which communication stalls a pipeline: ``messages`` messages ``d·A`` per
+    micro-batch and compute cadence. Under 1F1B each boundary carries one message per ``max(f + b)``; under GPipe
+    the forward phase sends one per ``max f``; a schedule with several chunks per device sends one per chunk
+    boundary on the link (``physics.schedule.link_messages``)."""
+    cadence = forward.max() if gpipe else (forward + backward).max()
+    return rate_gbps(messages * wan_message_bytes, cadence)
 
 
 def iteration_time(
@@ -676,8 +769,10 @@ def uniform_iteration_time_s(
     num_microbatches: int,
     schedule: str = ONE_F_ONE_B,
     min_cadence_s: float = 0.0,
+    backward_ratio: float = BACKWARD_TO_FORWARD,
 ) -> np.ndarray:
-    """:func:`iteration_time` for identical stages and hops, vectorised over ``num_stages``.
+    """:func:`iteration_time` for identical stages and hops (backward ``backward_ratio·f``), vectorised over
+    ``num_stages``.
 
     With ``t = f + b``, ``y = x + l``, ``n = M − 1`` and ``x̂ = max(x, min_cadence_s)``:
     ``T = S·t + 2(S−1)·y + E``. GPipe has ``E = n·(max(f, x̂) + max(b, x̂))``. 1F1B has the exact tail-loop
@@ -687,8 +782,37 @@ def uniform_iteration_time_s(
     f, s = np.broadcast_arrays(np.asarray(forward_s, dtype=float), np.asarray(num_stages, dtype=float))
     out = np.empty(f.shape)
     uniform_totals(np.ascontiguousarray(f).ravel(), np.ascontiguousarray(s).ravel(), float(hop_transfer_s),
-                   float(hop_latency_s), int(num_microbatches), schedule == GPIPE, float(min_cadence_s), out.reshape(-1))
+                   float(hop_latency_s), int(num_microbatches), schedule == GPIPE, float(min_cadence_s),
+                   float(backward_ratio), out.reshape(-1))
     return out
+
+
+def recipe_uniform_s(forward_s: float, num_stages: int, hop_transfer_s: float, hop_latency_s: float,
+                     num_microbatches: int, schedule: str = ONE_F_ONE_B, virtual_stages: int = 1,
+                     ratio: float = BACKWARD_TO_FORWARD, input_gradient: float = 1.0) -> float:
+    """Iteration time of ``S`` identical stages (forward ``f``, backward ``ratio·f``) and hops, the wrap of an
+    interleaved schedule on the same link, under any schedule at line rate: the closed form for GPipe and 1F1B
+    (:func:`uniform_iteration_time_s`), the schedule executor for the others."""
+    if schedule in SCHEDULES:
+        return float(uniform_iteration_time_s(forward_s, num_stages, hop_transfer_s, hop_latency_s, num_microbatches,
+                                              schedule, backward_ratio=ratio))
+    f = np.full(num_stages, float(forward_s))
+    hops = max(num_stages - 1, 0)
+    model = schedules.executor_model(f, ratio * f, np.full(hops, hop_transfer_s), np.full(hops, hop_latency_s),
+                                     num_microbatches, schedule, virtual_stages, input_gradient,
+                                     wrap=(hop_transfer_s, hop_latency_s))
+    return model.total_s()
+
+
+@functools.lru_cache(maxsize=256)
+def max_link_messages(schedule: str, num_stages: int, num_microbatches: int, virtual_stages: int = 1) -> float:
+    """The most messages one link between two devices carries per micro-batch under ``schedule`` (each way): 1
+    under GPipe, 1F1B, ZB-H1 and Chimera, ``v`` under interleaved 1F1B and Hanayo, 2 under the V schedules."""
+    if schedule in SCHEDULES or num_stages < 2:
+        return 1.0
+    prog = schedules.program(schedule, num_stages, num_microbatches, virtual_stages)
+    link_of, link_x, _ = schedules.links(num_stages, np.zeros(num_stages - 1), np.zeros(num_stages - 1))
+    return float(schedules.link_messages(prog, link_of, link_x.shape[0]).max())
 
 
 def allreduce_time_s(
@@ -720,9 +844,8 @@ def optimal_stages(
     micro_batch_size: int,
     seq_len: int,
     num_microbatches: int,
-    tflops: float,
+    forward_one_stage_s: float,
     memory_gb: float,
-    mfu: float,
     ref_bandwidth_gbps: float,
     ref_latency_s: float,
     gpus_per_stage: int = 1,
@@ -731,27 +854,42 @@ def optimal_stages(
     data_parallel: int = 1,
     intra_bandwidth_gbps: float = 0.0,
     intra_latency_s: float = 0.0,
+    virtual_stages: int = 1,
+    context_parallel: int = 1,
+    recompute: bool = True,
+    ratio: float = BACKWARD_TO_FORWARD,
+    accepted: tuple[str, ...] = (),
 ) -> int | None:
-    """K* = argmin_K T_iter(K) over memory-feasible K, on a reference placement (BACE-Pipe's sizing rule).
+    """K* = argmin_K T_iter(K) over memory-feasible, runnable K, on a reference placement (BACE-Pipe's sizing rule).
 
-    The reference placement puts every stage on the given GPU type and every boundary on a reference link
-    (``ref_bandwidth_gbps``, ``ref_latency_s``) that carries the ``d`` replicas' messages (``d·A`` per
-    micro-batch); with ``d > 1`` the gradient all-reduce at the intra-region link is added. Ties go to the smaller
-    K (fewer GPUs). Returns ``None`` when no K up to ``max_stages`` (default: one stage per layer) fits memory.
+    The reference placement puts every stage on the given GPU type (``forward_one_stage_s``: the whole model's
+    forward per micro-batch as one stage there, so a stage of K takes ``1/K`` of it) and every boundary on a
+    reference link (``ref_bandwidth_gbps``, ``ref_latency_s``) that carries the ``d`` replicas' messages (``d·A``
+    per micro-batch); with ``d·c > 1`` the gradient all-reduce at the intra-region link is added. GPipe is timed by
+    its closed form, every other schedule by 1F1B's: the sizing's proxy (the executor would time each K by
+    simulation). Ties go to the smaller K (fewer GPUs). Returns ``None`` when no K up to ``max_stages`` (default:
+    one stage per layer) fits memory and runs ``schedule`` and the ``accepted`` ones (:func:`runnable_stages`).
     """
     k_min = min_feasible_stages(
         params, layers, hidden, micro_batch_size, seq_len, num_microbatches, memory_gb, gpus_per_stage, schedule,
-        data_parallel,
+        data_parallel, virtual_stages, context_parallel, recompute, accepted,
     )
     k_max = layers if max_stages is None else min(layers, max_stages)
     if k_min is None or k_min > k_max:
         return None
     ks = np.arange(k_min, k_max + 1)
-    f = forward_time_s(params, 1, micro_batch_size, seq_len, tflops, mfu, gpus_per_stage) / ks
+    f = forward_one_stage_s / ks
     x = transfer_time_s(data_parallel * activation_bytes(micro_batch_size, seq_len, hidden), ref_bandwidth_gbps)
-    t = uniform_iteration_time_s(f, ks, x, ref_latency_s, num_microbatches, schedule)
-    if data_parallel > 1:
-        t = t + allreduce_time_s(params, ks, gpus_per_stage, data_parallel, intra_bandwidth_gbps, intra_latency_s)
+    timed_as = schedule if schedule == GPIPE else ONE_F_ONE_B
+    t = uniform_iteration_time_s(f, ks, x, ref_latency_s, num_microbatches, timed_as, backward_ratio=ratio)
+    ranks = data_parallel * context_parallel
+    if ranks > 1:
+        t = t + allreduce_time_s(params, ks, gpus_per_stage, ranks, intra_bandwidth_gbps, intra_latency_s)
+    need = stage_memory_bytes(params, layers, hidden, ks, micro_batch_size, seq_len, num_microbatches, schedule,
+                              data_parallel, virtual_stages, context_parallel, recompute)
+    allowed = fits_memory(need, memory_gb, gpus_per_stage * context_parallel)
+    allowed &= runnable_stages((schedule, *accepted), layers, num_microbatches, virtual_stages, ks)
+    t = np.where(allowed, t, np.inf)
     return int(ks[int(np.argmin(t))])
 
 

@@ -150,6 +150,38 @@ def check_shape(name: str, num_stages: int, num_microbatches: int, virtual_stage
                              f"even count, got {num_microbatches}")
 
 
+def in_flight_stages(name: str, num_stages: int, num_microbatches: int, virtual_stages: int = 1) -> float:
+    """The activations the busiest device holds at its peak under schedule ``name``, in micro-batches of one whole
+    stage (a chunk holds ``1/v`` of one): the memory model of each schedule, which the tests hold to the peak the
+    executor measures (:attr:`ExecutionResult.peak_activation`).
+
+    * GPipe keeps every micro-batch: ``M``. 1F1B keeps ``min(S, M)`` on its first stage (Narayanan et al. 2021);
+      the zero-bubble and greedy schedules run within that budget (ZB-H1 and ZB-V keep 1F1B's peak, Qi et al.;
+      CrossPipe gives its dynamic schedules the budget of their static base).
+    * Interleaved 1F1B: device 0 runs ``2(S − 1) + (v − 1)·S`` warm-up forwards of chunks of ``1/v`` stage and
+      holds one more in its steady state (Megatron-LM's schedule).
+    * Chimera, as built here (two 1F1B pipelines merged), holds ``S − i`` micro-batches of its down stage and
+      ``i + 1`` of its up stage on device ``i``: ``min(S + 1, M)``.
+    * Hanayo, 1F1B over the ``v·S`` chunks of its wave folded onto the devices: chunk ``c`` holds ``min(vS − c, M)``,
+      summed over each device's chunks.
+    """
+    s, m, v = num_stages, num_microbatches, virtual_stages
+    kind = SPECS[name].placement
+    if name == GPIPE:
+        return float(m)
+    if kind == "loop":
+        return min((2.0 * (s - 1) + (v - 1) * s + 1.0) / v, float(m))
+    if kind == "bidirectional":
+        return float(min(s + 1, m))
+    if kind == "wave":
+        chunk_device = placement(name, s, v)
+        held = [0.0] * s
+        for c, dev in enumerate(chunk_device):
+            held[dev] += min(v * s - c, m)
+        return max(held) / v
+    return float(min(s, m))
+
+
 class Program(NamedTuple):
     """A schedule for ``D`` devices and ``M`` micro-batches: where its chunks sit and, per device, its op order.
 
@@ -604,21 +636,127 @@ def _choose(dev, t, num_chunks, m, pipes, per_pipe, split, chunk_device, act_at,
 
 
 def links(num_devices: int, hop_transfer_s: np.ndarray, hop_latency_s: np.ndarray, wrap_transfer_s: float = 0.0,
-          wrap_latency_s: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+          wrap_latency_s: float = 0.0, wrap_hop: int = -1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(link_of, link_x, link_lat)`` of a pipeline whose devices are its stages in order: each boundary between
     device i and i + 1 is two links (down, i → i+1, and up), with that hop's transfer time and latency; with more
     than two devices, devices D − 1 and 0 (the interleaved schedule's wrap) are two more, with ``wrap_*`` (with two,
-    the wrap is their boundary's links)."""
+    the wrap is their boundary's links). With ``wrap_hop`` ≥ 0 the wrap runs on that hop's links instead, the other
+    way round: a pipeline over two regions whose wrap crosses back on the same WAN link.
+
+    The arrays always hold ``2(D − 1) + 2`` links (the last two unused when the wrap has no links of its own)."""
     d = num_devices
     hops = max(d - 1, 0)
     link_of = np.zeros(d * d, dtype=np.int64)
     for i in range(hops):
         link_of[i * d + i + 1], link_of[(i + 1) * d + i] = i, hops + i
     if d > 2:
-        link_of[(d - 1) * d], link_of[d - 1] = 2 * hops, 2 * hops + 1
+        if wrap_hop >= 0:
+            link_of[(d - 1) * d], link_of[d - 1] = hops + wrap_hop, wrap_hop
+        else:
+            link_of[(d - 1) * d], link_of[d - 1] = 2 * hops, 2 * hops + 1
     link_x = np.concatenate((hop_transfer_s, hop_transfer_s, [wrap_transfer_s, wrap_transfer_s]))
     link_lat = np.concatenate((hop_latency_s, hop_latency_s, [wrap_latency_s, wrap_latency_s]))
     return link_of, link_x.astype(float), link_lat.astype(float)
+
+
+def link_messages(prog: Program, link_of: np.ndarray, num_links: int) -> np.ndarray:
+    """(L,) the messages each link carries per micro-batch: an activation one way and a gradient back at each
+    boundary between chunks on two devices (Chimera's two pipelines each take half the micro-batches)."""
+    d = prog.num_devices
+    counts = np.zeros(num_links)
+    share = 1.0 / prog.num_pipelines
+    for c in range(prog.num_chunks):
+        nxt = prog.chunk_next[c]
+        if nxt < 0:
+            continue
+        a, b = int(prog.chunk_device[c]), int(prog.chunk_device[nxt])
+        if a != b:
+            counts[link_of[a * d + b]] += share
+            counts[link_of[b * d + a]] += share
+    return counts
+
+
+@jit
+def timed_total_s(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, link_wan, act_f, act_w, budget,
+                  min_cadence_s):
+    """The iteration time of a program (:func:`run_program`) when every WAN link (``link_wan`` nonzero) sends a
+    message in no less than ``min_cadence_s``: the floor a bandwidth share below the link's line rate puts on it
+    (message bytes ÷ allocated rate)."""
+    x = link_x.copy()
+    for i in range(x.shape[0]):
+        if link_wan[i] != 0 and x[i] < min_cadence_s:
+            x[i] = min_cadence_s
+    d = budget.shape[0]
+    return run_program(prog, chunk_f, chunk_d, chunk_w, link_of, x, link_lat, act_f, act_w, budget, np.zeros(d),
+                       np.zeros(d), np.zeros(d), np.zeros((0, 4), dtype=np.int64), np.zeros(0))
+
+
+class ExecutorModel(NamedTuple):
+    """One pipeline under one schedule, ready to time at any cadence floor (:meth:`total_s`): its program, each
+    chunk's op times and activations, and its links (which of them cross regions, and how many messages each
+    carries per micro-batch)."""
+
+    program: Program
+    chunk_f: np.ndarray  # (K,)
+    chunk_d: np.ndarray  # (K,)
+    chunk_w: np.ndarray  # (K,)
+    act_f: np.ndarray  # (K,) a chunk's activation, in micro-batches of one stage
+    act_w: np.ndarray  # (K,) the part its W still needs after D
+    link_of: np.ndarray  # (D·D,)
+    link_x: np.ndarray  # (L,) message time at line rate
+    link_lat: np.ndarray  # (L,)
+    link_wan: np.ndarray  # (L,) int64, 1 for a link between regions
+    budget: np.ndarray  # (D,) activation budget of the greedy rule, in micro-batches of one stage
+    messages: np.ndarray  # (L,) messages per micro-batch
+
+    def total_s(self, min_cadence_s: float = 0.0) -> float:
+        return float(timed_total_s(self.program.packed, self.chunk_f, self.chunk_d, self.chunk_w, self.link_of,
+                                   self.link_x, self.link_lat, self.link_wan, self.act_f, self.act_w, self.budget,
+                                   float(min_cadence_s)))
+
+    def execute(self, min_cadence_s: float = 0.0, record: bool = False) -> ExecutionResult:
+        """The whole :class:`ExecutionResult` at a cadence floor."""
+        x = np.where(self.link_wan != 0, np.maximum(self.link_x, min_cadence_s), self.link_x)
+        return execute(self.program, self.chunk_f, self.chunk_d, self.chunk_w, self.link_of, x, self.link_lat,
+                       self.act_f, self.act_w, self.budget, record=record)
+
+
+def executor_model(forward_s: np.ndarray, backward_s: np.ndarray, hop_transfer_s: np.ndarray,
+                   hop_latency_s: np.ndarray, num_microbatches: int, schedule: str = ONE_F_ONE_B,
+                   virtual_stages: int = 1, input_gradient: float = 1.0, wan_hops: np.ndarray | None = None,
+                   wrap: tuple[float, float] = (0.0, 0.0), wrap_wan: bool = False, wrap_hop: int = -1) -> ExecutorModel:
+    """The :class:`ExecutorModel` of a pipeline given stage by stage (arguments as :func:`simulate_schedule`;
+    ``wan_hops`` the boundaries that cross regions, ``wrap_wan`` whether the wrap does, ``wrap_hop`` as
+    :func:`links`).
+
+    Raises:
+        ShapeError: a shape the schedule cannot run; ValueError: mismatched shapes or ``M < 1``.
+    """
+    forward, backward = (np.asarray(a, dtype=float).ravel() for a in (forward_s, backward_s))
+    transfer, latency = (np.asarray(a, dtype=float).ravel() for a in (hop_transfer_s, hop_latency_s))
+    num_stages = forward.shape[0]
+    if num_stages < 1 or backward.shape[0] != num_stages or transfer.shape[0] != num_stages - 1 or latency.shape[0] != num_stages - 1:
+        raise ValueError("need forward_s and backward_s of shape (S,), hop arrays of shape (S-1,), S >= 1")
+    if num_microbatches < 1:
+        raise ValueError(f"num_microbatches must be >= 1, got {num_microbatches}")
+    prog = program(schedule, num_stages, int(num_microbatches), virtual_stages)
+    f, d, w = chunk_times(prog, forward, backward, input_gradient)
+    link_of, link_x, link_lat = links(num_stages, transfer, latency, *wrap, wrap_hop=wrap_hop)
+    hops = max(num_stages - 1, 0)
+    link_wan = np.zeros(link_x.shape[0], dtype=np.int64)
+    if wan_hops is not None:
+        for h in np.asarray(wan_hops, dtype=np.int64):
+            link_wan[h] = link_wan[hops + h] = 1
+    if wrap_wan and wrap_hop < 0:
+        link_wan[2 * hops:] = 1
+    act = np.ones(prog.num_chunks) / (prog.num_chunks // prog.num_pipelines // num_stages)
+    budget = np.full(num_stages, in_flight_stages(ONE_F_ONE_B, num_stages, int(num_microbatches)))
+    messages = link_messages(prog, link_of, link_x.shape[0])
+    for array in (f, d, w, act, link_of, link_x, link_lat, link_wan, budget, messages):
+        array.setflags(write=False)
+    act_w = act * W_MEMORY_FRACTION
+    act_w.setflags(write=False)
+    return ExecutorModel(prog, f, d, w, act, act_w, link_of, link_x, link_lat, link_wan, budget, messages)
 
 
 def chunk_times(prog: Program, forward_s: np.ndarray, backward_s: np.ndarray, input_gradient: float = 1.0
@@ -636,8 +774,8 @@ def chunk_times(prog: Program, forward_s: np.ndarray, backward_s: np.ndarray, in
 
 def simulate_schedule(forward_s: np.ndarray, backward_s: np.ndarray, hop_transfer_s: np.ndarray,
                       hop_latency_s: np.ndarray, num_microbatches: int, schedule: str = ONE_F_ONE_B,
-                      virtual_stages: int = 1, input_gradient: float = 1.0, wrap: tuple[float, float] = (0.0, 0.0)
-                      ) -> ExecutionResult:
+                      virtual_stages: int = 1, input_gradient: float = 1.0, wrap: tuple[float, float] = (0.0, 0.0),
+                      record: bool = False) -> ExecutionResult:
     """One iteration of ``schedule`` on a pipeline given stage by stage (:func:`execute`).
 
     Args:
@@ -650,20 +788,11 @@ def simulate_schedule(forward_s: np.ndarray, backward_s: np.ndarray, hop_transfe
         virtual_stages: chunks per device (interleaved-1f1b, hanayo).
         input_gradient: the D share of a split backward (:func:`input_gradient_fraction`).
         wrap: the transfer time and latency between the last stage and the first (interleaved-1f1b).
+        record: also return each device's op order and every op's start (for a Gantt chart).
 
     Raises:
         ShapeError: a shape the schedule cannot run; ValueError: mismatched shapes or ``M < 1``.
     """
-    forward, backward = (np.asarray(a, dtype=float).ravel() for a in (forward_s, backward_s))
-    transfer, latency = (np.asarray(a, dtype=float).ravel() for a in (hop_transfer_s, hop_latency_s))
-    num_stages = forward.shape[0]
-    if num_stages < 1 or backward.shape[0] != num_stages or transfer.shape[0] != num_stages - 1 or latency.shape[0] != num_stages - 1:
-        raise ValueError("need forward_s and backward_s of shape (S,), hop arrays of shape (S-1,), S >= 1")
-    if num_microbatches < 1:
-        raise ValueError(f"num_microbatches must be >= 1, got {num_microbatches}")
-    prog = program(schedule, num_stages, int(num_microbatches), virtual_stages)
-    f, d, w = chunk_times(prog, forward, backward, input_gradient)
-    link_of, link_x, link_lat = links(num_stages, transfer, latency, *wrap)
-    act = np.ones(prog.num_chunks) / (prog.num_chunks // prog.num_pipelines // num_stages)
-    budget = np.full(num_stages, float(num_stages))
-    return execute(prog, f, d, w, link_of, link_x, link_lat, act, act * W_MEMORY_FRACTION, budget)
+    model = executor_model(forward_s, backward_s, hop_transfer_s, hop_latency_s, num_microbatches, schedule,
+                           virtual_stages, input_gradient, wrap=wrap)
+    return model.execute(record=record)
