@@ -11,6 +11,9 @@
 Every policy keeps one colour, marker and line style across the figures (:func:`policy_styles`), so a dozen
 policies stay apart. Figures are built with ``matplotlib.figure.Figure`` directly (no pyplot), so no GUI backend or
 global figure state is involved.
+
+:func:`schedule_gantt` draws one pipeline iteration of the schedule executor (``geopipe_env.physics.schedule``)
+as a Gantt chart: a row per device, a bar per op.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 from matplotlib import colormaps
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from baselines.summary import REFERENCE_POLICY, RETURN_KEY, paired_values, pareto_front
@@ -175,3 +179,81 @@ def _timelines(rows: Sequence[dict[str, Any]], names: list[str], title: str) -> 
         seed = recorded[shown[0]]["seed"]
         fig.suptitle(f"{title}: allocated GPUs per region, seed {seed} (dotted: total GPUs)")
     return fig
+
+
+# Op kinds of the schedule executor (geopipe_env.physics.schedule: F, B, D, W = 0, 1, 2, 3), their names and colours.
+OP_KINDS = ("F", "B", "D", "W")
+OP_COLORS = ("tab:blue", "tab:red", "tab:orange", "tab:green")
+GANTT_BAR_HEIGHT = 0.8
+GANTT_FONT_SIZE = 6.0
+_CHAR_WIDTH_EM = 0.62  # a digit's width in a sans-serif font, in ems: when a label fits its bar
+
+
+def schedule_gantt(run: Any, model: Any = None, ax: Axes | None = None, title: str | None = None,
+                   labels: bool = True, xmax: float | None = None) -> Axes:
+    """Draw one iteration of a pipeline schedule as a Gantt chart: each device a row (device 0 at the top), each op
+    a bar from its start for its duration, coloured by kind (``F`` forward, ``B`` whole backward, ``D`` input
+    gradient, ``W`` weight gradient). Idle time is left blank: it is the bubble, and the waits for messages.
+
+    Example::
+
+        from geopipe_env.physics import schedule as sch
+        model = sch.executor_model(forward, backward, hop_transfer, hop_latency, 16, "zbv", input_gradient=0.54)
+        ax = schedule_gantt(model, title="zbv")
+        ax.figure.savefig("zbv.png", dpi=120)
+
+    Args:
+        run: an ``ExecutorModel`` (``physics.schedule.executor_model``), which is executed at line rate with
+            ``record=True``, or an ``ExecutionResult`` recorded with ``record=True`` (``execute``,
+            ``simulate_schedule`` or ``ExecutorModel.execute``), whose op durations then come from ``model``.
+        model: with an ``ExecutionResult``: the ``ExecutorModel`` it ran, or anything with its ``chunk_f``,
+            ``chunk_d`` and ``chunk_w`` arrays (per chunk the time of F, of D or B, and of W).
+        ax: the axes to draw on; a new figure's (``ax.figure``) when None.
+        title: the axes' title.
+        labels: write each op's micro-batch on its bar when it fits (``m`` when every device holds one chunk,
+            ``c:m`` with the chunk otherwise).
+        xmax: where the time axis ends (default: the iteration's end), to draw several schedules to one scale.
+
+    Returns:
+        The axes drawn on. Its patches are the bars, one ``Rectangle`` per op: x its start, width its duration,
+        centred on its device's row.
+
+    Raises:
+        ValueError: ``run`` was not recorded (no op starts), or an ``ExecutionResult`` came without ``model``.
+    """
+    if hasattr(run, "chunk_f") and hasattr(run, "execute"):
+        run, model = run.execute(record=True), run
+    if not run.starts:
+        raise ValueError("schedule_gantt needs the op starts: execute with record=True")
+    if model is None:
+        raise ValueError("schedule_gantt needs the op durations: pass the ExecutorModel the result ran as model")
+    times = (model.chunk_f, model.chunk_d, model.chunk_d, model.chunk_w)  # B and D both take chunk_d
+    if ax is None:
+        ax = Figure(figsize=(10.0, 0.35 * len(run.order) + 1.2), layout="constrained").subplots()
+    ops = [(device, kind, chunk, mb) for device, device_ops in enumerate(run.order) for kind, chunk, mb in device_ops]
+    one_chunk = all(len({c for _, c, _ in device_ops}) <= 1 for device_ops in run.order)
+    for kind, (name, color) in enumerate(zip(OP_KINDS, OP_COLORS)):
+        mine = [op for op in ops if op[1] == kind]
+        if mine:
+            starts = [run.starts[op[1:]] for op in mine]
+            widths = [float(times[kind][op[2]]) for op in mine]
+            ax.barh([op[0] for op in mine], widths, left=starts, height=GANTT_BAR_HEIGHT, color=color,
+                    edgecolor="white", linewidth=0.4, label=name)
+    span = max(run.total_s if xmax is None else xmax, 1e-12)
+    ax.set_xlim(0.0, span)
+    ax.set_ylim(len(run.order) - 0.5, -0.5)  # device 0 at the top
+    ax.set_yticks(range(len(run.order)), [f"device {d}" for d in range(len(run.order))])
+    ax.set_xlabel("time (s)")
+    if labels:
+        fig = ax.figure
+        inches_per_s = ax.get_position().width * fig.get_figwidth() / span
+        for device, kind, chunk, mb in ops:
+            text = str(mb) if one_chunk else f"{chunk}:{mb}"
+            width = float(times[kind][chunk])
+            if width * inches_per_s >= len(text) * _CHAR_WIDTH_EM * GANTT_FONT_SIZE / 72.0:
+                ax.text(run.starts[(kind, chunk, mb)] + width / 2.0, device, text, ha="center", va="center",
+                        fontsize=GANTT_FONT_SIZE, color="white")
+    ax.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize="small", ncol=4, frameon=False, borderaxespad=0.2)
+    if title:
+        ax.set_title(title, fontsize="medium", loc="left")
+    return ax

@@ -67,6 +67,24 @@ def _admits(a: int, b: int, spare: np.ndarray, latency: np.ndarray, admit_s: np.
 
 
 @jit
+def _ever_admitted(capacity: np.ndarray, bandwidth: np.ndarray, latency: np.ndarray, admit_s: np.ndarray,
+                   wan_bytes: float, fits: np.ndarray, region_gpus: np.ndarray, stage_gpus: int, needed: int) -> bool:
+    """``PlacementContext.ever_admitted``: some region the job fits holds it whole when empty, or some linked pair
+    of regions it fits passes :func:`_admits` at the links' line rates."""
+    num_regions = capacity.shape[0]
+    for r in range(num_regions):
+        if fits[r] and int(region_gpus[r]) // stage_gpus >= needed:
+            return True
+    for a in range(num_regions):
+        if not fits[a]:
+            continue
+        for b in range(num_regions):
+            if b != a and fits[b] and bandwidth[a, b] > 0.0 and _admits(a, b, capacity, latency, admit_s, wan_bytes):
+                return True
+    return False
+
+
+@jit
 def _grow_path(start: int, needed: int, free: np.ndarray, bandwidth: np.ndarray, spare: np.ndarray,
                latency: np.ndarray, admit_s: np.ndarray, wan_bytes: float, price: np.ndarray, score_kind: int,
                max_free: float, max_bw: float, admissible: bool, both_ends: bool, path: np.ndarray,
@@ -166,9 +184,10 @@ def _best_single(free: np.ndarray, needed: int, keys: np.ndarray) -> int:
 def _named(code: int, free: np.ndarray, free_gpus: np.ndarray, needed: int, bandwidth: np.ndarray, spare: np.ndarray,
            max_spare: float, latency: np.ndarray, admit_s: np.ndarray, wan_bytes: float, price: np.ndarray,
            rank: np.ndarray, regions: np.ndarray, stages: np.ndarray, path: np.ndarray, in_path: np.ndarray,
-           order: np.ndarray) -> int:
+           order: np.ndarray, admissible: bool) -> int:
     """The placement of named strategy ``code`` (``strategies.BUILT_IN``) in ``regions``/``stages``; its
-    length, 0 if the strategy finds none."""
+    length, 0 if the strategy finds none. ``admissible``: BACE-Pipe's paths pass its admission test (false for a
+    job no link could ever admit, :func:`_ever_admitted`)."""
     num_regions = free.shape[0]
     if code == LCF or code == LDF:
         keys = price if code == LCF else -free_gpus.astype(np.float64)
@@ -191,7 +210,7 @@ def _named(code: int, free: np.ndarray, free_gpus: np.ndarray, needed: int, band
         _sort_by(rank, starts, count)
         for i in range(count):
             length = _grow_path(starts[i], needed, free, bandwidth, spare, latency, admit_s, wan_bytes, price,
-                                _BY_SPARE, 1.0, 1.0, True, True, path, in_path)
+                                _BY_SPARE, 1.0, 1.0, admissible, True, path, in_path)
             if length:
                 return _cost_min_allocate(path, length, free, needed, rank, regions, stages, order)
         return 0
@@ -244,7 +263,7 @@ def candidate_table(
         now_s, free_gpus (R,), capacity (R, R), link_load (R, R): the decision instant, free GPUs per region, and
             each directed link's capacity and load (the strategies read what is left, ``max(capacity − load, 0)``).
         links … carbon_values: the world: link capacities (> 0 where linked) and latencies (2, R, R); per region
-            (4, R) the GPUs' busy W per TFLOPS × PUE, idle and busy W, and PUE; and the hourly price and carbon
+            (5, R) the GPUs' busy W per TFLOPS × PUE, idle and busy W, PUE, and its GPU count; and the hourly price and carbon
             series as ``HourlyIntegral`` holds them (prefix (R, H+1) and values (R, H)). (Arrays are grouped so:
             numba's dispatch costs about 0.1 µs per array argument.)
         profile_f (P, 3 + R), profile_i (P, 4 + R): per job profile, its WAN message ``d·A`` in bytes, busy and
@@ -317,12 +336,14 @@ def candidate_table(
             cumulative_at(price_prefix, price_values, now_s + run_s, end_cum)
             for r in range(num_regions):
                 rank[r] = (end_cum[r] - start_cum[r]) * (SECONDS_PER_HOUR / run_s) * watts_per_tflops[r]
+            admit_s = profile_f[p, PF_ADMIT_PER_FORWARD] * forward
+            admissible = _ever_admitted(capacity, bandwidth, latency, admit_s, wan_bytes, ints[P_FITS:], region_f[4],
+                                        stage_gpus, needed)
             for code in range(NUM_NAMED):
                 named_length[p, code] = _named(
-                    code, free_of[p], free_gpus, needed, bandwidth, spare, max_spare, latency,
-                    profile_f[p, PF_ADMIT_PER_FORWARD] * forward,
+                    code, free_of[p], free_gpus, needed, bandwidth, spare, max_spare, latency, admit_s,
                     wan_bytes, price, rank, named_regions[p, code],
-                    named_stages[p, code], path, in_path, order,
+                    named_stages[p, code], path, in_path, order, admissible,
                 )
         free = free_of[p]
         # The pool: the named placements, then every single region that holds the job, without repeats.
@@ -483,7 +504,7 @@ def warm_up() -> None:
     ones, zero_ints = np.ones((1, 1)), np.zeros(1, dtype=np.int64)
     out_of, out_f = np.zeros((1, 1), dtype=np.int64), np.zeros((1, NUM_CANDIDATE_FLOATS))
     candidate_table(
-        0.0, np.ones(1, dtype=np.int64), ones, np.zeros((1, 1)), np.ones((2, 1, 1)), np.ones((4, 1)),
+        0.0, np.ones(1, dtype=np.int64), ones, np.zeros((1, 1)), np.ones((2, 1, 1)), np.ones((5, 1)),
         np.zeros((1, 2)), np.zeros((1, 1)), np.zeros((1, 2)), np.zeros((1, 1)), np.ones((1, PF_FORWARD + 1)),
         np.ones((1, 5), dtype=np.int64), zero_ints, np.array([[0], [1]], dtype=np.int64), np.ones(1), zero_ints,
         table.index, table.layout_f, table.layout_i, table.arrays,

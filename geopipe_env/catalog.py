@@ -90,6 +90,8 @@ MODEL_CATALOG: dict[str, ModelSpec] = {
     "nemotron-4-340b": ModelSpec("nemotron-4-340b", params_b=340.0, layers=96, hidden=18432),
     # Meta Llama-3.1-405B config.json: 126 layers, hidden 16384, 405B parameters.
     "llama-3.1-405b": ModelSpec("llama-3.1-405b", params_b=405.0, layers=126, hidden=16384),
+    # Megatron-LM's 1T model (Narayanan et al. 2021, arXiv 2104.04473, Table 1): 128 layers, hidden 25600, 1008B.
+    "megatron-1t": ModelSpec("megatron-1t", params_b=1008.0, layers=128, hidden=25600),
 }
 
 DATASET_CATALOG: dict[str, DatasetSpec] = {

@@ -164,7 +164,7 @@ class CompiledBackend:
         self.profile_i[:, P_FITS:] = [j.fits for j in first]
         self._world = (
             np.stack((w.bandwidth_gbps, w.latency_s)),
-            np.stack((w.busy_watts * w.pue / w.tflops, w.idle_watts, w.busy_watts, w.pue)),
+            np.stack((w.busy_watts * w.pue / w.tflops, w.idle_watts, w.busy_watts, w.pue, w.num_gpus.astype(float))),
             w.price.prefix_h, w.price.values, w.carbon.prefix_h, w.carbon.values,
         )
         queue_slots = self.queue_slots

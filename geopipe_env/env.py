@@ -337,8 +337,19 @@ class GeoPipeEnv(gym.Env):
         done = sim.status == _DONE  # an int: comparing an array with the IntEnum member costs 5 µs
         arrival = np.array([j.arrival_s for j in w.jobs])
         jct = (sim.finish_s - arrival)[done]
+        arrived = arrival <= sim.now_s
+        in_system = np.where(done, sim.finish_s, sim.now_s)[arrived] - arrival[arrived]
         started = ~np.isnan(sim.start_s)
         wait = (sim.start_s - arrival)[started]
+        # GPU-hours of launched jobs (to their finish, or to now), and of those placed across regions.
+        gpu_s = cross_gpu_s = 0.0
+        crossing = 0
+        for jid, placement in sim.placements.items():
+            held = w.jobs[jid].num_gpus * ((sim.finish_s[jid] if done[jid] else sim.now_s) - sim.start_s[jid])
+            gpu_s += held
+            if len(placement.regions) > 1:
+                cross_gpu_s += held
+                crossing += 1
         lower = np.array([j.lower_bound_s for j in w.jobs])
         lb_energy = sum(j.lower_bound_energy_kwh for j in w.jobs)
         horizon_hours = int(np.ceil(self.scenario.horizon_s / SECONDS_PER_HOUR))
@@ -351,6 +362,7 @@ class GeoPipeEnv(gym.Env):
             "p50_jct_h": hours(p50),
             "p95_jct_h": hours(p95),
             "avg_wait_h": hours(_mean(wait)) if wait.size else float("nan"),
+            "avg_time_in_system_h": hours(_mean(in_system)) if in_system.size else float("nan"),
             "avg_slowdown": _mean(jct / lower[done]) if jct.size else float("nan"),
             "makespan_h": hours(makespan),
             "total_cost_usd": sim.cost_usd,
@@ -362,6 +374,8 @@ class GeoPipeEnv(gym.Env):
             "avg_comm_slowdown": _nanmean(sim.comm_slowdown()) if started.any() else float("nan"),
             "max_link_utilization": sim.max_link_utilization,
             "jobs_completed": int(done.sum()),
+            "cross_region_job_fraction": crossing / len(sim.placements) if sim.placements else 0.0,
+            "cross_region_gpu_share": cross_gpu_s / gpu_s if gpu_s > 0.0 else 0.0,
             "invalid_actions": self.invalid_actions,
             "jct_lower_bound_h": hours(_mean(lower)),
             "cost_lower_bound_usd": lb_energy * float(w.price.values[:, :horizon_hours].min()),

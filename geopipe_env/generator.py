@@ -489,7 +489,8 @@ def _model_profile(
     typical_stage_s = (1.0 + ratio) * float(np.median(forward[fits]))
     per_gpu_w = gpu_power_w(1, idle, busy, np.minimum(busy_s / isolated, 1.0), pue)  # (R,) alone, isolated pace
     isolated_power_w = float(np.median(per_gpu_w[fits])) * (int(k_star) * g * c * d)
-    messages = pipeline.max_link_messages(names[0], int(k_star), m, v)
+    # The fewest messages any accepted schedule puts on a link: what a pipeline across regions would run.
+    messages = min(pipeline.max_link_messages(name, int(k_star), m, v) for name in names)
     demand = rate_gbps(d * act if messages == 1.0 else messages * d * act, typical_stage_s)
     for array in (forward, fits, schedule_fits):  # shared by every job of the model, and across episodes
         array.flags.writeable = False

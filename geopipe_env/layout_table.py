@@ -150,7 +150,7 @@ class LayoutTable:
         lay = self._reserve(floats, ints)
         if self.index is not index:
             slot = find_layout(self.index, self.layout_i, self.places, pid, regions, stages, length)[1]
-        key = (prog.name, num_devices, prog.num_microbatches, job.virtual_stages)
+        key = (prog.name, num_devices, prog.num_microbatches, schedule.own_virtual_stages(prog.name, job.virtual_stages))
         at_prog = self._program_at.get(key)
         if at_prog is None:
             size = prog.packed.shape[0]

@@ -1315,6 +1315,15 @@ def _check_feasible(scenario: Scenario, checks: list[tuple[JobShape, list[tuple[
                 _check_model(scenario, model, model_path, shape, shape_path, scale_path, counts, gpus, components)
 
 
+def _class_label(scenario: Scenario, shape_path: str) -> str:
+    """``"job class 'name': "`` for a shape that is a job class's (its key path ``workload.job_classes[i]``), else
+    an empty string."""
+    match = re.fullmatch(r"workload\.job_classes\[(\d+)\]", shape_path)
+    if match is None:
+        return ""
+    return f"job class {scenario.workload.classes[int(match.group(1))].name!r}: "
+
+
 def _schedule_path(shape: JobShape, shape_path: str) -> str:
     """The key path that sets a shape's schedules (its own, or the scenario's)."""
     if not shape.pipeline_schedules:
@@ -1344,13 +1353,13 @@ def _check_schedules(scenario: Scenario, model: ModelSpec, shape: JobShape, shap
                 )
             continue
         try:
-            schedules.check_shape(name, k, m, v if schedules.SPECS[name].placement in ("loop", "wave") else 1)
+            schedules.check_shape(name, k, m, schedules.own_virtual_stages(name, v))
         except schedules.ShapeError as error:
             key, _, problem = str(error).partition(": ")
             where = {"virtual_stages": v_path, "pipeline_stages": _join(shape_path, "pipeline_stages"),
                      "num_microbatches": _join(shape_path, "num_microbatches")}.get(key, _schedule_path(shape, shape_path))
             raise ScenarioError(where, problem, f"a shape {name} can run") from None
-        chunks = schedules.chunks_per_device(name, v)
+        chunks = schedules.chunks_per_device(name, schedules.own_virtual_stages(name, v))
         per_stage = -(-model.layers // k)
         if per_stage % chunks:
             raise ScenarioError(
@@ -1411,11 +1420,12 @@ def _check_model(
         need_stages = shape.pipeline_stages
     need_gpus = need_stages * shape.stage_gpus
     if need_stages > sizing.total_stages:
+        cp = f" × {shape.context_parallel} context-parallel" if shape.context_parallel > 1 else ""
         raise ScenarioError(
             scale_path or model_path,
-            f"model {model.name!r} needs at least {need_stages} stages × {t} GPU(s) × {d} replica(s) = {need_gpus} "
-            f"GPUs of >= {ref_memory_gb:g} GB, but the scenario's regions hold {sizing.total_stages} such stages"
-            + _fleet_text(scale_path, gpus),
+            f"{_class_label(scenario, shape_path)}model {model.name!r} needs at least {need_stages} stages × {t} "
+            f"GPU(s){cp} × {d} replica(s) = {need_gpus} GPUs of >= {ref_memory_gb:g} GB, but the scenario's regions "
+            f"hold {sizing.total_stages} such stages even all together" + _fleet_text(scale_path, gpus),
             f"at least {need_gpus} such GPUs in total, in whole stages of {shape.stage_gpus} GPUs per region",
         )
     if shape.max_stages is not None and need_stages > shape.max_stages:

@@ -60,6 +60,9 @@ class BaceReading(NamedTuple):
         per_unit_work: regions rank by price × busy W per TFLOPS × PUE (the cost of a unit of work), not price.
         admit_on_forward: a boundary is admitted if its transfer fits the forward time ``t_f``, not ``t_f + t_b``.
         grow_by_price: the path grows to the cheapest admissible neighbour, not the one with most spare bandwidth.
+        admit_the_never_admitted: a job that no region can hold whole and that no link between two regions it fits
+            could admit even idle (at its line rate) grows its path without the admission test; else it could only
+            wait, forever.
     """
 
     single_region_first: bool = True
@@ -67,6 +70,7 @@ class BaceReading(NamedTuple):
     per_unit_work: bool = True
     admit_on_forward: bool = False
     grow_by_price: bool = False
+    admit_the_never_admitted: bool = True
 
 
 class PlacementContext:
@@ -97,6 +101,7 @@ class PlacementContext:
         self._described: dict[tuple, CandidateInfo | None] = {}
         self._free_lists: dict[tuple, list[int]] = {}
         self._forward: dict[tuple, list[float]] = {}
+        self._ever_admitted: dict[tuple, bool] = {}
         # Named placements depend on a job only through its profile, so jobs of one model share them.
         self.named: dict[tuple[tuple, str], Placement | None] = {}
 
@@ -130,6 +135,23 @@ class PlacementContext:
                 price = w.price.at(now)
             rank = self._cost_ranks[key] = (price * self._watts_per_tflops if per_unit_work else price).tolist()
         return rank
+
+    def ever_admitted(self, job: Job, forward_only: bool = False) -> bool:
+        """Whether BACE-Pipe's admission rule could ever let the job run: some region it fits holds it whole when
+        empty, or some link between two regions it fits passes :func:`comm_fits_compute` at its full line rate."""
+        key = (job.profile_key, forward_only)
+        admitted = self._ever_admitted.get(key)
+        if admitted is None:
+            line = self.sim.capacity_gbps.tolist()
+            fits = job.fits.tolist()
+            gpus = self.sim.world.num_gpus.tolist()
+            admitted = self._ever_admitted[key] = any(
+                fits[r] and gpus[r] // job.stage_gpus >= job.num_stages for r in range(len(fits))
+            ) or any(
+                fits[a] and fits[b] and comm_fits_compute(self, job, a, b, forward_only, line)
+                for a in range(len(fits)) for b in self.neighbours[a]
+            )
+        return admitted
 
     def forward(self, job: Job) -> list[float]:
         """The job's per-region forward time per micro-batch, as a list."""
@@ -286,14 +308,17 @@ def cr_ldf(ctx: PlacementContext, job: Job) -> Placement | None:
     return None if path is None else _fill_in_order(path, free, job.num_stages)
 
 
-def comm_fits_compute(ctx: PlacementContext, job: Job, a: int, b: int, forward_only: bool = False) -> bool:
+def comm_fits_compute(ctx: PlacementContext, job: Job, a: int, b: int, forward_only: bool = False,
+                      spare: list[list[float]] | None = None) -> bool:
     """BACE-Pipe's admission rule for a boundary a→b: ``d·A·8/B_avail + latency <= t_f + t_b`` (no stall), or
     ``<= t_f`` with ``forward_only``; divided by the messages a micro-batch puts on the link under the job's own
-    schedule (``Job.link_messages``: a chunk's compute per message)."""
-    spare = min(ctx.spare[a][b], ctx.spare[b][a])
-    if spare <= 0.0:
+    schedule (``Job.link_messages``: a chunk's compute per message). ``spare`` (default: the bandwidth left now)
+    gives ``B_avail``."""
+    spare = ctx.spare if spare is None else spare
+    free_bw = min(spare[a][b], spare[b][a])
+    if free_bw <= 0.0:
         return False
-    comm_s = transfer_time_s(job.wan_message_bytes, spare) + ctx.latency[a][b]
+    comm_s = transfer_time_s(job.wan_message_bytes, free_bw) + ctx.latency[a][b]
     forward = ctx.forward(job)
     stage_s = admission_per_forward(job, forward_only) * min(forward[a], forward[b])
     return comm_s <= stage_s
@@ -350,6 +375,8 @@ def bace_pathfinder(
     if whole:
         return order(whole)[:1]
     forward_only = reading.admit_on_forward
+    if reading.admit_the_never_admitted and check_bandwidth and not ctx.ever_admitted(job, forward_only):
+        check_bandwidth = False
     admissible = (lambda a, b: comm_fits_compute(ctx, job, a, b, forward_only)) if check_bandwidth else None
     if score is None and reading.grow_by_price:
         rank = ctx.cost_rank(job, reading.price_over_run, reading.per_unit_work)

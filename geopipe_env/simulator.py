@@ -177,7 +177,8 @@ def pipeline_model(job: Job, index: int, placement: Placement, forward: np.ndarr
     wrap_x, wrap_lat, wrap_wan, wrap_links = wrap
     loop = schedule.SPECS[name].placement == "loop"
     model = schedule.executor_model(
-        forward, backward, transfer, latency, m, name, job.virtual_stages, job.input_gradient, wan_pos,
+        forward, backward, transfer, latency, m, name, schedule.own_virtual_stages(name, job.virtual_stages),
+        job.input_gradient, wan_pos,
         (wrap_x, wrap_lat), wrap_wan and loop, int(wan_pos[0]) if loop and len(placement.regions) == 2 else -1,
     )
     on_wan = model.messages[model.link_wan != 0]

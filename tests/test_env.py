@@ -117,8 +117,8 @@ def test_async_vector_env_steps():
 
 @pytest.mark.parametrize("seed", range(20))
 def test_random_policy_terminates(seed):
-    """A masked random policy finishes every GeoPipe-v0 job before the horizon (termination, not truncation)."""
-    env = gym.make("GeoPipe-v0")
+    """A masked random policy finishes every geopipe-abundant job before the horizon (termination, not truncation)."""
+    env = gym.make("GeoPipe-v0", scenario="geopipe-abundant")
     _, _, info, _ = masked_random_rollout(env, seed=seed)
     m = info["episode_metrics"]
     assert m["jobs_completed"] == len(env.unwrapped.world.jobs)

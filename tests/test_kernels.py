@@ -49,7 +49,7 @@ def _busy_sim(scenario: str, seed: int):
             return env, sim
 
 
-@pytest.mark.parametrize("scenario, seed", [("geopipe-v0", 0), ("geopipe-v0", 3), ("geopipe-v0-randomized", 1)])
+@pytest.mark.parametrize("scenario, seed", [("geopipe-abundant", 0), ("geopipe-abundant", 3), ("geopipe-v0-wide", 1)])
 def test_advance_quiet_hours_equals_ticks_one_by_one(scenario, seed):
     """A run of hour ticks taken at once leaves the clock, the next tick, every job's progress and every
     accumulator as ``step_event`` tick by tick does."""
@@ -75,7 +75,7 @@ def test_advance_quiet_hours_equals_ticks_one_by_one(scenario, seed):
 def test_advance_to_equals_the_physics_functions():
     """One interval of ClusterSim.advance_to (the compiled advance_interval) equals progress, energy, cost and
     carbon computed from the Python physics: energy.energy_kwh and HourlyIntegral.integral."""
-    env, sim = _busy_sim("geopipe-v0", 0)
+    env, sim = _busy_sim("geopipe-abundant", 0)
     w = sim.world
     before = copy.deepcopy(sim)
     t0, t1 = sim.now_s, sim.now_s + 0.37 * (sim.next_event_s() - sim.now_s)
@@ -129,8 +129,8 @@ def _state(sim) -> tuple:
             sim._remaining_iters.tobytes(), sim._totals.tobytes(), sim.free_gpus.tobytes())
 
 
-@pytest.mark.parametrize("scenario, seed, quiet", [("geopipe-v0", 0, True), ("geopipe-v0", 3, False),
-                                                   ("geopipe-v0-randomized", 1, True)])
+@pytest.mark.parametrize("scenario, seed, quiet", [("geopipe-abundant", 0, True), ("geopipe-abundant", 3, False),
+                                                   ("geopipe-v0-wide", 1, True)])
 def test_step_event_within_equals_its_python_steps(scenario, seed, quiet):
     """``step_event_within`` (one compiled call for the integration) leaves the simulator as
     ``advance_quiet_hours``, then ``step_event`` or ``advance_to(limit)`` do, bit for bit, event after event, up to
@@ -157,7 +157,7 @@ def test_step_event_within_equals_its_python_steps(scenario, seed, quiet):
 
 def test_advance_quiet_hours_stops_at_the_limit():
     """No tick past ``limit_s`` is taken (the env passes the horizon)."""
-    env, sim = _busy_sim("geopipe-v0", 0)
+    env, sim = _busy_sim("geopipe-abundant", 0)
     limit = sim._tick_s + 1.5 * 3600.0
     sim.advance_quiet_hours(limit)
     assert sim.now_s <= limit < sim._tick_s
@@ -228,7 +228,7 @@ def _random_placement(rng: np.random.Generator, world, num_stages: int):
     return Placement(tuple(path), tuple(int(n) for n in stages))
 
 
-@pytest.mark.parametrize("scenario", ["geopipe-v0", "paper", "toy"])
+@pytest.mark.parametrize("scenario", ["geopipe-abundant", "paper", "toy"])
 @pytest.mark.parametrize("schedule", pipeline.SCHEDULES)
 def test_store_layout_equals_the_python_model(scenario, schedule):
     """LayoutTable.add times a placement by the compiled store_layout: the table then holds, bit for bit,
@@ -450,7 +450,7 @@ def test_region_power_and_stale_jobs_equal_their_numpy_forms():
 def test_simulator_rows_stay_views_of_its_tables_in_copies():
     """A deep copy or an unpickled simulator names the rows of its own per-job tables (what the kernels read and
     write), holding the original's values, and shares no memory with the original."""
-    env, sim = _busy_sim("geopipe-v0", 0)
+    env, sim = _busy_sim("geopipe-abundant", 0)
     names = ("_remaining_iters", "_iteration_s", "_wan_bytes_per_s", "_demand_gbps", "_rates", "_rate_gbps",
              "_job_num_links", "_timed_at_capacity", "_stale")
     for clone in (copy.deepcopy(sim), pickle.loads(pickle.dumps(sim))):

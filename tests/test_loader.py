@@ -543,7 +543,7 @@ def test_unknown_market_error_lists_valid_markets():
 def test_unknown_builtin_is_a_scenario_error_and_a_value_error():
     """An unknown built-in name raises ScenarioError, which generic ValueError handlers also catch."""
     assert issubclass(ScenarioError, ValueError)
-    with pytest.raises(ScenarioError, match="expected one of .*paper"):
+    with pytest.raises(ScenarioError, match="expected one of .*geopipe-v0"):
         load_builtin("no-such-scenario")
 
 
@@ -593,9 +593,9 @@ def test_extends_deep_merges_a_base_scenario(tmp_path):
     """``extends`` loads the base file and deep-merges this file's keys over it (mappings merge, lists replace)."""
     from geopipe_env.loader import load_builtin
 
-    base = load_builtin("geopipe-v0")
+    base = load_builtin("geopipe-abundant")
     (tmp_path / "child.yaml").write_text(
-        "extends: geopipe-v0\nname: child\nmfu: 0.3\nworkload: {num_jobs: 5}\nrandomize: {gpu_scale: [0.5, 0.5]}\n"
+        "extends: geopipe-abundant\nname: child\nmfu: 0.3\nworkload: {num_jobs: 5}\nrandomize: {gpu_scale: [0.5, 0.5]}\n"
     )
     child = load_scenario(tmp_path / "child.yaml")
     assert child.name == "child" and child.mfu == 0.3 and child.workload.num_jobs == 5

@@ -116,7 +116,7 @@ def test_a_job_with_several_schedules_runs_the_fastest_that_fits():
 def test_the_backends_agree_on_a_world_of_every_schedule():
     """The compiled candidate table (executor layouts timed in compiled code) and the Python one give the same
     observations, rewards and candidates over whole episodes of a world using every schedule."""
-    d = yaml.safe_load((SCENARIO_DIR / "geopipe-v0.yaml").read_text())
+    d = yaml.safe_load((SCENARIO_DIR / "geopipe-abundant.yaml").read_text())
     d.pop("mfu")
     d["workload"]["num_jobs"] = 24
     chosen = [["1f1b"], ["chimera"], ["1f1b", "zb-h1", "crosspipe-greedy"], ["zbv"], ["interleaved-1f1b"],
@@ -171,3 +171,50 @@ def test_an_interleaved_pipeline_over_three_regions_wraps_on_a_link_of_its_own()
     # Per micro-batch: v = 2 messages down each hop and back, and v − 1 = 1 over the wrap each way.
     assert three.wan_bytes_per_iteration == pytest.approx(12 * job.wan_message_bytes * (2 * 2 * 2 + 2 * 1))
     assert two.wan_bytes_per_iteration == pytest.approx(12 * job.wan_message_bytes * (2 * 2 + 2 * 1))
+
+
+def test_a_class_no_fleet_can_hold_is_one_line_naming_it():
+    """A job class larger than all the regions together is refused at load time, naming the class; one that only
+    the whole fleet holds loads."""
+    d = world_dict()
+    d["workload"]["job_classes"] = [{"name": "small", "data_parallel": 2},
+                                    {"name": "frontier", "data_parallel": 17, "num_microbatches": 4}]  # 544 GPUs > 512
+    with pytest.raises(ScenarioError) as error:
+        load_scenario(d)
+    assert error.value.key_path == "workload.models[0]"  # the class inherits the workload's model
+    assert "job class 'frontier'" in str(error.value) and "\n" not in str(error.value)
+    d["workload"]["job_classes"][1]["data_parallel"] = 16  # 512 GPUs: both regions, whole
+    world = sample_world(load_scenario(d), np.random.default_rng(0))
+    assert max(j.num_gpus for j in world.jobs) == int(world.num_gpus.sum())
+
+
+def test_bace_pipe_grows_a_path_for_a_job_no_region_holds_and_no_link_admits():
+    """A job larger than every region whose messages no link could admit even idle would wait forever under the
+    admission test; BACE-Pipe places it across regions instead, and the compiled twin agrees."""
+    d = world_dict(num_jobs=1, data_parallel=16, global_batch_size=256)  # 512 GPUs: more than either region
+    d["network"]["matrix"]["a"]["b"]["bandwidth_gbps"] = 5.0  # 2 × 8 × 50 MB per message: 1.3 s, far over t_f + t_b
+    scenario = load_scenario(d)
+    for backend in ("compiled", "python"):
+        env = GeoPipeEnv(scenario, strategies=("bace-pipe",))
+        if backend == "python":
+            env._backend = PythonBackend(env.strategies)
+        obs, info = env.reset(seed=0)
+        info_c = env.candidate(0, 0)
+        assert info_c is not None and len(info_c.placement.regions) == 2, backend
+
+
+def test_episode_metrics_count_cross_region_gpu_hours_and_unfinished_jobs():
+    """``cross_region_gpu_share`` is the GPU-hours of jobs placed across regions over all launched jobs' (to their
+    finish or the episode's end); ``avg_time_in_system_h`` counts every arrived job to its finish or the end."""
+    d = world_dict(num_jobs=2, data_parallel=16, global_batch_size=256)  # each job takes both regions whole
+    env = GeoPipeEnv(load_scenario(d), strategies=("cr-ldf",))
+    obs, info = env.reset(seed=0)
+    obs, _, done, cut, info = env.step(0)  # the first job, across both regions; the second waits for it
+    while not (done or cut):
+        obs, _, done, cut, info = env.step(0 if info["action_mask"][0] else env.wait_action)
+    m = info["episode_metrics"]
+    assert m["cross_region_job_fraction"] == 1.0 and m["cross_region_gpu_share"] == 1.0
+    jobs = env.world.jobs
+    in_system = [env.sim.finish_s[j.job_id] - j.arrival_s for j in jobs]
+    assert m["avg_time_in_system_h"] == pytest.approx(np.mean(in_system) / 3600, rel=1e-12)
+    assert m["avg_time_in_system_h"] == pytest.approx(m["avg_jct_h"], rel=1e-12)

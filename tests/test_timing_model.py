@@ -108,8 +108,8 @@ def test_max_min_fair_gives_the_demands_when_everything_fits():
 
 
 def play(seed: int, steps: int = 120) -> list[tuple]:
-    """A masked-random GeoPipe-v0 run (two episodes or more): what the agent sees, and the simulator's totals."""
-    env = gym.make("GeoPipe-v0").unwrapped
+    """A masked-random geopipe-abundant run (two episodes or more): what the agent sees, and the simulator's totals."""
+    env = gym.make("GeoPipe-v0", scenario="geopipe-abundant").unwrapped
     rng = np.random.default_rng(seed)
     obs, info = env.reset(seed=seed)
     seen = []
@@ -141,7 +141,7 @@ def test_placement_hash_survives_pickling():
 def test_running_jobs_are_timed_by_the_reference_model():
     """Each running job's iteration time is ``iteration_time`` on its layout at its allocated rate (the d replicas'
     d·A per WAN message), plus its data-parallel all-reduce."""
-    env = gym.make("GeoPipe-v0").unwrapped
+    env = gym.make("GeoPipe-v0", scenario="geopipe-abundant").unwrapped
     rng = np.random.default_rng(6)
     obs, info = env.reset(seed=6)
     checked = 0
@@ -166,7 +166,7 @@ def test_running_jobs_are_timed_by_the_reference_model():
 def test_local_iteration_is_the_placement_timed_with_intra_region_links(timing):
     """``local_iteration_s_of`` (the base of a job's communication slowdown) is the placement's timing with every
     boundary on the intra-region link, at no cadence floor, bit for bit."""
-    env = gym.make("GeoPipe-v0", timing=timing).unwrapped
+    env = gym.make("GeoPipe-v0", scenario="geopipe-abundant", timing=timing).unwrapped
     rng = np.random.default_rng(8)
     obs, info = env.reset(seed=8)
     sim, net = env.sim, env.world.scenario.network
@@ -195,7 +195,7 @@ def test_local_iteration_is_the_placement_timed_with_intra_region_links(timing):
 def test_local_iteration_is_shared_by_placements_of_equal_stage_times():
     """Placements whose stages run at the same times in the same order (regions of one GPU type) share one
     memoised local iteration time, equal to each computed afresh."""
-    env = gym.make("GeoPipe-v0").unwrapped
+    env = gym.make("GeoPipe-v0", scenario="geopipe-abundant").unwrapped
     env.reset(seed=2)
     sim, world = env.sim, env.world
     job = max(world.jobs, key=lambda j: j.num_stages)

@@ -149,9 +149,10 @@ def runnable_stages(names: tuple[str, ...], layers: int, num_microbatches: int, 
         return ok
     for i, k in enumerate(stage_counts.tolist()):
         for name in names:
-            chunks = schedules.chunks_per_device(name, virtual_stages)
+            v = schedules.own_virtual_stages(name, virtual_stages)
+            chunks = schedules.chunks_per_device(name, v)
             try:
-                schedules.check_shape(name, k, num_microbatches, virtual_stages)
+                schedules.check_shape(name, k, num_microbatches, v)
             except schedules.ShapeError:
                 ok[i] = False
                 break
@@ -799,7 +800,8 @@ def recipe_uniform_s(forward_s: float, num_stages: int, hop_transfer_s: float, h
     f = np.full(num_stages, float(forward_s))
     hops = max(num_stages - 1, 0)
     model = schedules.executor_model(f, ratio * f, np.full(hops, hop_transfer_s), np.full(hops, hop_latency_s),
-                                     num_microbatches, schedule, virtual_stages, input_gradient,
+                                     num_microbatches, schedule, schedules.own_virtual_stages(schedule, virtual_stages),
+                                     input_gradient,
                                      wrap=(hop_transfer_s, hop_latency_s))
     return model.total_s()
 
@@ -810,7 +812,7 @@ def max_link_messages(schedule: str, num_stages: int, num_microbatches: int, vir
     under GPipe, 1F1B, ZB-H1 and Chimera, ``v`` under interleaved 1F1B and Hanayo, 2 under the V schedules."""
     if schedule in SCHEDULES or num_stages < 2:
         return 1.0
-    prog = schedules.program(schedule, num_stages, num_microbatches, virtual_stages)
+    prog = schedules.program(schedule, num_stages, num_microbatches, schedules.own_virtual_stages(schedule, virtual_stages))
     link_of, link_x, _ = schedules.links(num_stages, np.zeros(num_stages - 1), np.zeros(num_stages - 1))
     return float(schedules.link_messages(prog, link_of, link_x.shape[0]).max())
 

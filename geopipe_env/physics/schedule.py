@@ -115,6 +115,12 @@ class ShapeError(ValueError):
     """A pipeline shape that a schedule cannot run; the message says which key to change."""
 
 
+def own_virtual_stages(name: str, virtual_stages: int) -> int:
+    """``virtual_stages`` for a schedule that takes them (interleaved-1f1b, hanayo), else 1: a job accepting several
+    schedules has one ``virtual_stages``, which only those use."""
+    return virtual_stages if SPECS[name].placement in ("loop", "wave") else 1
+
+
 def chunks_per_device(name: str, virtual_stages: int = 1) -> int:
     """How many chunks of the model each device holds under schedule ``name`` (per pipeline for Chimera)."""
     placement = SPECS[name].placement
@@ -403,7 +409,140 @@ def run_program(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_
                 out_peak, out_order, out_start):
     """The compiled simulation behind :func:`execute`; returns the iteration time and writes, per device, its busy
     time, end and peak activation into the ``out_*`` arrays, and (if ``out_order`` has rows) each started op as
-    ``(device, kind, chunk, micro-batch)`` and its start time."""
+    ``(device, kind, chunk, micro-batch)`` and its start time.
+
+    A program of fixed order whose every link carries the messages of one device only (:func:`_single_senders`)
+    runs in one pass over its ops (:func:`_run_fixed`): each link then sends in its device's op order, which is the
+    order the event simulation (:func:`_run_events`) would send in, so the two give the same times; the tests
+    compare them. Greedy programs, and links two devices share, run the event simulation."""
+    if prog[_H_GREEDY] == 0 and _single_senders(prog[_H_D], link_of, link_x.shape[0]):
+        return _run_fixed(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_f, act_w, out_busy,
+                          out_end, out_peak, out_order, out_start)
+    return _run_events(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_f, act_w, budget, out_busy,
+                       out_end, out_peak, out_order, out_start)
+
+
+@jit
+def _single_senders(num_devices, link_of, num_links):
+    """Whether every link is sent on by one device only (a device's messages to two others may share no link with
+    another device's)."""
+    sender = np.full(num_links, -1, dtype=np.int64)
+    for src in range(num_devices):
+        for dst in range(num_devices):
+            if src == dst:
+                continue
+            link = link_of[src * num_devices + dst]
+            if sender[link] >= 0 and sender[link] != src:
+                return False
+            sender[link] = src
+    return True
+
+
+@jit
+def _run_fixed(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_f, act_w, out_busy, out_end, out_peak,
+               out_order, out_start):
+    """:func:`run_program` for a fixed order on links of single senders: each device runs its ops in order, an op
+    starting when the device is free and its inputs are there; the devices are advanced in turn, each as far as its
+    inputs allow, until every op has run (a cycle in the order leaves ops unrun and is reported by
+    :func:`execute`)."""
+    num_devices, num_chunks, m = prog[_H_D], prog[_H_K], prog[_H_M]
+    num_ops = prog[_H_N]
+    at = _HEADER
+    chunk_device = prog[at:at + num_chunks]
+    chunk_next = prog[at + num_chunks:at + 2 * num_chunks]
+    chunk_prev = prog[at + 2 * num_chunks:at + 3 * num_chunks]
+    at += 3 * num_chunks
+    device_ops = prog[at:at + num_devices + 1]
+    ops = prog[at + num_devices + 1:at + num_devices + 1 + 3 * num_ops]
+    size = num_chunks * m
+    act_at = np.full(size, -1.0)
+    grad_at = np.full(size, -1.0)
+    f_end = np.full(size, -1.0)
+    d_end = np.full(size, -1.0)
+    for c in range(num_chunks):
+        if chunk_prev[c] < 0:
+            for j in range(m):
+                act_at[c * m + j] = 0.0
+    link_free = np.zeros(link_x.shape[0])
+    memory = np.zeros(num_devices)
+    free_at = np.zeros(num_devices)
+    next_op = device_ops[:num_devices].copy()
+    recorded = 0
+    progress = True
+    while progress:
+        progress = False
+        for dev in range(num_devices):
+            while next_op[dev] < device_ops[dev + 1]:
+                k = next_op[dev]
+                kind, c, j = ops[3 * k], ops[3 * k + 1], ops[3 * k + 2]
+                slot = c * m + j
+                if kind == F:
+                    ready = act_at[slot]
+                elif kind == W:
+                    ready = d_end[slot]
+                else:
+                    ready = grad_at[slot] if f_end[slot] >= 0.0 else -1.0
+                    if ready >= 0.0 and f_end[slot] > ready:
+                        ready = f_end[slot]
+                if ready < 0.0:
+                    break
+                t = max(free_at[dev], ready)
+                duration = chunk_f[c] if kind == F else chunk_w[c] if kind == W else chunk_d[c]
+                if kind == F:
+                    memory[dev] += act_f[c]
+                    if memory[dev] > out_peak[dev]:
+                        out_peak[dev] = memory[dev]
+                if recorded < out_order.shape[0]:
+                    out_order[recorded, 0], out_order[recorded, 1] = dev, kind
+                    out_order[recorded, 2], out_order[recorded, 3] = c, j
+                    out_start[recorded] = t
+                    recorded += 1
+                out_busy[dev] += duration
+                end = t + duration
+                free_at[dev] = end
+                if kind == F:
+                    f_end[slot] = end
+                    nxt = chunk_next[c]
+                    if nxt < 0:
+                        grad_at[slot] = end
+                    else:
+                        _deliver(end, dev, chunk_device[nxt], nxt * m + j, act_at, link_of, link_x, link_lat,
+                                 link_free, num_devices)
+                elif kind == B or kind == D:
+                    d_end[slot] = end
+                    memory[dev] -= act_f[c] if kind == B else act_f[c] - act_w[c]
+                    prev = chunk_prev[c]
+                    if prev >= 0:
+                        _deliver(end, dev, chunk_device[prev], prev * m + j, grad_at, link_of, link_x, link_lat,
+                                 link_free, num_devices)
+                else:
+                    memory[dev] -= act_w[c]
+                if end > out_end[dev]:
+                    out_end[dev] = end
+                next_op[dev] = k + 1
+                progress = True
+    total = 0.0
+    for dev in range(num_devices):
+        total = max(total, out_end[dev])
+    return total
+
+
+@jit
+def _deliver(t, src, dst, slot, arrivals, link_of, link_x, link_lat, link_free, num_devices):
+    """:func:`_send` without the event: the message's arrival into ``arrivals[slot]``."""
+    if src == dst:
+        arrivals[slot] = t
+        return
+    link = link_of[src * num_devices + dst]
+    send = max(t, link_free[link])
+    link_free[link] = send + link_x[link]
+    arrivals[slot] = send + link_x[link] + link_lat[link]
+
+
+@jit
+def _run_events(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_f, act_w, budget, out_busy, out_end,
+                out_peak, out_order, out_start):
+    """:func:`run_program` as an event simulation (module docstring): any program."""
     num_devices, num_chunks, m = prog[_H_D], prog[_H_K], prog[_H_M]
     pipes, split, greedy, num_ops = prog[_H_P], prog[_H_SPLIT], prog[_H_GREEDY], prog[_H_N]
     at = _HEADER
