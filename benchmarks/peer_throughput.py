@@ -3,7 +3,7 @@
 Usage::
 
     python benchmarks/peer_throughput.py [--jumanji-python PATH] [--decima PATH --tpch PATH] [--rounds 5]
-        [--decisions 3000]
+        [--decisions 3000] [--env GeoPipe-v0]
 
 Each round runs GeoPipe-v0, then each peer, each in a fresh process: a warm-up of 300 decisions (numba's cached
 kernels load, jax compiles), then ``--decisions`` timed decisions of a random valid policy with resets included
@@ -63,10 +63,12 @@ run({decisions})
 print({decisions} / (time.perf_counter() - start))
 """
 
-GEOPIPE = {
-    "make_env": 'import gymnasium as gym\nimport geopipe_env\nenv = gym.make("GeoPipe-v0").unwrapped',
-    "act": '    valid = np.flatnonzero(info["action_mask"])\n    return int(valid[rng.integers(valid.size)])',
-}
+def geopipe(env_id: str) -> dict:
+    """The GeoPipe side of a round: a GeoPipe env (``env_id``) and a masked random policy."""
+    return {
+        "make_env": f'import gymnasium as gym\nimport geopipe_env\nenv = gym.make("{env_id}").unwrapped',
+        "act": '    valid = np.flatnonzero(info["action_mask"])\n    return int(valid[rng.integers(valid.size)])',
+    }
 # One decision assigns every machine: each machine's choice is drawn among its valid ones.
 JUMANJI = {
     "make_env": 'import jumanji\nfrom jumanji.wrappers import JumanjiToGymWrapper\n'
@@ -120,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jumanji-python", help="a Python interpreter with jax and jumanji installed")
     parser.add_argument("--decima", help="a checkout of spark-sched-sim (github.com/ArchieGertsman/spark-sched-sim)")
     parser.add_argument("--tpch", help="decima-sim's spark_env/tpch folder (github.com/hongzimao/decima-sim)")
+    parser.add_argument("--env", default="GeoPipe-v0", help="the GeoPipe env id to run (default GeoPipe-v0)")
     parser.add_argument("--rounds", type=int_at_least(1), default=5)
     parser.add_argument("--decisions", type=int_at_least(1), default=3000)
     args = parser.parse_args(argv)
@@ -142,10 +145,10 @@ def main(argv: list[str] | None = None) -> int:
             peers.append(("Decima (spark-sched-sim) steps/s", sys.executable, decima(os.path.abspath(args.decima)),
                           work, os.path.abspath(args.decima)))
         ours, theirs = [], [[] for _ in peers]
-        print("| round | GeoPipe-v0 decisions/s | " + " | ".join(f"{p[0]} | ratio" for p in peers) + " |")
+        print(f"| round | {args.env} decisions/s | " + " | ".join(f"{p[0]} | ratio" for p in peers) + " |")
         print("|---|---|" + "---|---|" * len(peers))
         for round_ in range(args.rounds):
-            ours.append(rate(sys.executable, GEOPIPE, args.decisions))
+            ours.append(rate(sys.executable, geopipe(args.env), args.decisions))
             cells = []
             for (_, python, env, cwd, path), rates in zip(peers, theirs):
                 rates.append(rate(python, env, args.decisions, cwd, path))

@@ -88,14 +88,15 @@ def m70_model(schedule: str, latency_ratio: float, bandwidth_ratio: float, virtu
     """The executor model of ``schedule`` in CrossPipe's M70 two-datacenter setting: 8 identical stages (forward
     ``T_F``, backward ``backward_ratio·T_F``), the cross-datacenter boundary with message time
     ``bandwidth_ratio·T_F`` and latency ``latency_ratio·T_F``, the others with message time ``intra_ratio·T_F`` and
-    no latency. Interleaving's wrap (stage 7 back to stage 0) crosses back on the cross-datacenter link."""
+    no latency. Interleaving's wrap (stage 7 back to stage 0) crosses back between the datacenters, on a link of its
+    own with the cross-datacenter delays (as the environment times it)."""
     transfer = np.full(STAGES - 1, intra_ratio * T_F)
     latency = np.zeros(STAGES - 1)
     transfer[CROSS_HOP], latency[CROSS_HOP] = bandwidth_ratio * T_F, latency_ratio * T_F
     forward = np.full(STAGES, T_F)
     return sch.executor_model(forward, backward_ratio * forward, transfer, latency, num_microbatches, schedule,
                               virtual_stages, INPUT_GRADIENT, wan_hops=np.array([CROSS_HOP]),
-                              wrap=(bandwidth_ratio * T_F, latency_ratio * T_F), wrap_hop=CROSS_HOP)
+                              wrap=(bandwidth_ratio * T_F, latency_ratio * T_F), wrap_wan=True)
 
 
 def per_microbatch_s(schedule: str, latency_ratio: float, bandwidth_ratio: float, virtual_stages: int = 1,

@@ -1,6 +1,6 @@
 """Training overhead: SB3 MaskablePPO steps/s on GeoPipe-v0 divided by SB3 PPO steps/s on CartPole-v1.
 
-Usage: ``python benchmarks/training_overhead.py [--timesteps 4096] [--rounds 3] [--n-envs 2]``. Every learner uses
+Usage: ``python benchmarks/training_overhead.py [--timesteps 4096] [--rounds 3] [--n-envs 2] [--env GeoPipe-v0]``. Every learner uses
 the same ``n_steps``, batch size, network (two hidden layers of 64) and number of envs (DummyVecEnv, one process),
 on the CPU, in this one process, with the same torch thread count, so the ratios isolate what the environment
 costs the learner. The learners are built and warmed up first, then run in interleaved rounds (each learner
@@ -34,7 +34,8 @@ from baselines.cli import int_at_least
 
 
 class NullEnv(gym.Env):
-    """GeoPipe-v0's spaces and nothing else: what the learner costs when the env costs nothing."""
+    """GeoPipe's spaces (those of every GeoPipe env with the default queue and regions) and nothing else: what the
+    learner costs when the env costs nothing."""
 
     EPISODE_STEPS = 45  # a masked-random GeoPipe-v0 episode: 45.0 decisions on average over seeds 1000–1199
 
@@ -122,12 +123,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n-steps", type=int_at_least(1), default=256)
     parser.add_argument("--batch-size", type=int_at_least(1), default=64)
     parser.add_argument("--torch-threads", type=int, default=1, help="as train.py's default (small MLPs lose with more)")
+    parser.add_argument("--env", default="GeoPipe-v0", help="the GeoPipe env id to train on (default GeoPipe-v0)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.torch_threads)
     common = dict(n_envs=args.n_envs, n_steps=args.n_steps, batch=args.batch_size)
     learners = {
         "PPO on CartPole-v1": Learner(PPO, "MlpPolicy", "CartPole-v1", **common),
-        "MaskablePPO on GeoPipe-v0": Learner(MaskablePPO, "MultiInputPolicy", "GeoPipe-v0", **common),
+        f"MaskablePPO on {args.env}": Learner(MaskablePPO, "MultiInputPolicy", args.env, **common),
         "MaskablePPO on a null env, same spaces": Learner(MaskablePPO, "MultiInputPolicy", NullEnv, **common),
         "  ... with a 4-float observation": Learner(MaskablePPO, "MlpPolicy", TinyNullEnv, **common),
     }

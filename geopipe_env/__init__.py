@@ -14,6 +14,7 @@ __version__ = "0.1.0"
 
 ENV_IDS = {
     "GeoPipe-v0": "geopipe-v0",
+    "GeoPipe-Abundant-v0": "geopipe-abundant",
     "GeoPipe-Paper-v0": "paper",
     "GeoPipe-Paper24-v0": "paper-24",
     "GeoPipe-Toy-v0": "toy",

@@ -20,7 +20,8 @@ from geopipe_env.physics.network import is_stalled
 from geopipe_env.physics.pipeline import MODEL_EXECUTOR, iteration_total_s
 from geopipe_env.tables import (
     C_CARBON, C_COST, C_DEMAND, C_DURATION, C_ITERATION, C_RATE, C_STALLED, CAND_BANDWIDTH_SLACK, CAND_CARBON,
-    CAND_COST, CAND_FEASIBLE, CAND_LOG_DURATION, CAND_LOG_ITERATION_VS_ISOLATED, CAND_STALLED, CAND_WAN_HOPS,
+    CAND_COST, CAND_FEASIBLE, CAND_LOG_DURATION, CAND_LOG_ITERATION_VS_ISOLATED, CAND_SCHEDULE, CAND_STALLED,
+    CAND_WAN_HOPS, CANDIDATE_FEATURES, MAX_SCHEDULES,
     C_SCHEDULE, J_ITERATIONS, J_PROFILE, LF_ALLREDUCE, LF_DEMAND, LF_WAN_BYTES, LI_KIND, LI_SCHEDULE, LI_WRAP,
     NUM_CANDIDATE_FLOATS, P_FITS, P_MICROBATCHES, P_STAGE_GPUS, P_STAGES, P_TABLE_ID, PF_ADMIT_PER_FORWARD,
     PF_BUSY_PER_FORWARD, PF_FORWARD, PF_WAN_BYTES,
@@ -68,19 +69,21 @@ def _admits(a: int, b: int, spare: np.ndarray, latency: np.ndarray, admit_s: np.
 
 @jit
 def _ever_admitted(capacity: np.ndarray, bandwidth: np.ndarray, latency: np.ndarray, admit_s: np.ndarray,
-                   wan_bytes: float, fits: np.ndarray, region_gpus: np.ndarray, stage_gpus: int, needed: int) -> bool:
-    """``PlacementContext.ever_admitted``: some region the job fits holds it whole when empty, or some linked pair
-    of regions it fits passes :func:`_admits` at the links' line rates."""
+                   wan_bytes: float, fits: np.ndarray, region_gpus: np.ndarray, stage_gpus: int, needed: int,
+                   price: np.ndarray, path: np.ndarray, in_path: np.ndarray) -> bool:
+    """``PlacementContext.ever_admitted``: with every GPU free and every link's line rate spare, some region the job
+    fits holds it whole, or BACE-Pipe's pathfinder grows an admissible path from some region."""
     num_regions = capacity.shape[0]
+    free = np.zeros(num_regions, dtype=np.int64)
     for r in range(num_regions):
-        if fits[r] and int(region_gpus[r]) // stage_gpus >= needed:
-            return True
-    for a in range(num_regions):
-        if not fits[a]:
-            continue
-        for b in range(num_regions):
-            if b != a and fits[b] and bandwidth[a, b] > 0.0 and _admits(a, b, capacity, latency, admit_s, wan_bytes):
+        if fits[r]:
+            free[r] = int(region_gpus[r]) // stage_gpus
+            if free[r] >= needed:
                 return True
+    for start in range(num_regions):
+        if free[start] > 0 and _grow_path(start, needed, free, bandwidth, capacity, latency, admit_s, wan_bytes,
+                                          price, _BY_SPARE, 1.0, 1.0, True, True, path, in_path):
+            return True
     return False
 
 
@@ -338,7 +341,7 @@ def candidate_table(
                 rank[r] = (end_cum[r] - start_cum[r]) * (SECONDS_PER_HOUR / run_s) * watts_per_tflops[r]
             admit_s = profile_f[p, PF_ADMIT_PER_FORWARD] * forward
             admissible = _ever_admitted(capacity, bandwidth, latency, admit_s, wan_bytes, ints[P_FITS:], region_f[4],
-                                        stage_gpus, needed)
+                                        stage_gpus, needed, price, path, in_path)
             for code in range(NUM_NAMED):
                 named_length[p, code] = _named(
                     code, free_of[p], free_gpus, needed, bandwidth, spare, max_spare, latency, admit_s,
@@ -470,11 +473,13 @@ def candidate_table(
 
 @jit
 def candidate_features(candidate_of: np.ndarray, candidate_f: np.ndarray, candidate_length: np.ndarray,
-                       slot_isolated_iteration_s: np.ndarray, t_ref_s: float, c_ref_usd: float, wan_scale: float,
-                       carbon_ref_kg: float, out: np.ndarray, can_start: np.ndarray) -> None:
+                       slot_isolated_iteration_s: np.ndarray, slot_schedules: np.ndarray, t_ref_s: float,
+                       c_ref_usd: float, wan_scale: float, carbon_ref_kg: float, out: np.ndarray,
+                       can_start: np.ndarray) -> None:
     """Write the observation's candidate rows (``tables.CANDIDATE_FEATURES``) of a computed table into
-    ``out`` (Q·K, 8) float32, as ``ObservationEncoder.encode`` does from ``CandidateInfo`` values (before its
-    clipping), and whether each visible job has a candidate into ``can_start`` (Q,)."""
+    ``out`` (Q·K, 9) float32, as ``ObservationEncoder.encode`` does from ``CandidateInfo`` values (before its
+    clipping), and whether each visible job has a candidate into ``can_start`` (Q,). ``slot_schedules`` (Q, 8)
+    holds each visible job's accepted schedules' codes (``tables.CAND_SCHEDULE`` values)."""
     num_slots, num_strategies = candidate_of.shape
     for slot in range(num_slots):
         can_start[slot] = 0.0
@@ -494,6 +499,7 @@ def candidate_features(candidate_of: np.ndarray, candidate_f: np.ndarray, candid
             row[CAND_BANDWIDTH_SLACK] = f[C_RATE] / f[C_DEMAND] if hops else 1.0
             row[CAND_STALLED] = f[C_STALLED]
             row[CAND_CARBON] = f[C_CARBON] / carbon_ref_kg
+            row[CAND_SCHEDULE] = slot_schedules[slot, int(f[C_SCHEDULE])]
 
 
 def warm_up() -> None:
@@ -511,5 +517,5 @@ def warm_up() -> None:
         table.places, table.programs, out_of, out_f, np.zeros((1, 2), dtype=np.int64), zero_ints.copy(), np.zeros((1, 4), dtype=np.int64),
         np.zeros(2, dtype=np.bool_),
     )
-    candidate_features(out_of, out_f, zero_ints, np.ones(1), 1.0, 1.0, 1.0, 1.0, np.zeros((1, 8), dtype=np.float32),
-                       np.zeros(1))
+    candidate_features(out_of, out_f, zero_ints, np.ones(1), np.zeros((1, MAX_SCHEDULES)), 1.0, 1.0, 1.0, 1.0,
+                       np.zeros((1, len(CANDIDATE_FEATURES)), dtype=np.float32), np.zeros(1))

@@ -41,7 +41,8 @@ and advances to the first decision.
 * Truncation: the scenario's horizon is reached (the env enforces it itself).
 
 ## Arguments
-``scenario`` (built-in name, YAML path or a ``Scenario``), ``cost_weight`` (default: the scenario's),
+``scenario`` (built-in name, YAML path or a ``Scenario``; or a non-empty list of them, a mixture: each ``reset``
+draws one uniformly from the env's RNG, and ``env.scenario`` is the episode's), ``cost_weight`` (default: the scenario's),
 ``render_mode`` (``"ansi"`` or ``"rgb_array"``), ``queue_slots`` (Q, 8), ``max_regions`` (16),
 ``invalid_action_penalty`` (1.0), ``timing`` (``"analytic"`` or ``"exact"``), ``strategies`` (the K candidate
 strategies, default ``strategies.STRATEGY_NAMES``; ``strategies.strategy_names()`` lists every choice). ``cost_weight`` and
@@ -142,6 +143,15 @@ def _warm_up_kernels() -> None:
         module.warm_up()
 
 
+def _resolve_scenarios(scenario: Any) -> tuple[Scenario, ...]:
+    """The env's scenarios: one, or each of a non-empty list or tuple (a mixture)."""
+    if not isinstance(scenario, (list, tuple)):
+        return (resolve_scenario(scenario),)
+    if not scenario:
+        raise EnvArgumentError("scenario", "an empty list", "a scenario, or a non-empty list of scenarios")
+    return tuple(resolve_scenario(s) for s in scenario)
+
+
 def resolve_scenario(scenario: str | os.PathLike | Scenario) -> Scenario:
     """A ``Scenario`` from a built-in name, a YAML path, or a ``Scenario`` (returned as is)."""
     if isinstance(scenario, Scenario):
@@ -157,7 +167,7 @@ class GeoPipeEnv(gym.Env):
 
     def __init__(
         self,
-        scenario: str | os.PathLike | Scenario = "geopipe-v0",
+        scenario: str | os.PathLike | Scenario | list | tuple = "geopipe-v0",
         cost_weight: float | None = None,
         render_mode: str | None = None,
         queue_slots: int = DEFAULT_QUEUE_SLOTS,
@@ -181,30 +191,40 @@ class GeoPipeEnv(gym.Env):
         self.timing = check_string(timing, "timing", TIMINGS, error=EnvArgumentError)
         self.strategies = _check_strategies(strategies)
         self.render_mode = render_mode
-        self.scenario = resolve_scenario(scenario)
-        if self.scenario.num_regions > self.max_regions:
+        # A list of scenarios is a mixture: each reset draws one of them uniformly from the env's RNG.
+        self.scenarios = _resolve_scenarios(scenario)
+        most = max(s.num_regions for s in self.scenarios)
+        if most > self.max_regions:
             raise EnvArgumentError(
-                "max_regions",
-                f"got {self.max_regions}, fewer than the scenario's {self.scenario.num_regions} regions",
-                f"an integer >= {self.scenario.num_regions}",
+                "max_regions", f"got {self.max_regions}, fewer than the scenario's {most} regions", f"an integer >= {most}"
             )
-        self.cost_weight = self.scenario.cost_weight if cost_weight is None else cost_weight
         self.num_strategies = len(self.strategies)
         # The built-in strategies' feasibility does not depend on prices, so hour ticks with no launch possible
         # before them hold none after them either; a registered strategy might, so it sees every tick.
         self._skip_quiet_hours = all(is_built_in(name) for name in self.strategies)
-        self._backend: DecisionBackend = make_backend(self.strategies, timing, self.scenario, self.queue_slots)
+        # Per scenario: its reward's cost weight, its decision backend and its model profiles across episodes
+        # (generator.sample_world).
+        self._mixture: list[tuple[Scenario, float, DecisionBackend, dict]] = [
+            (s, s.cost_weight if cost_weight is None else cost_weight, make_backend(self.strategies, timing, s, self.queue_slots), {})
+            for s in self.scenarios
+        ]
+        self._use_scenario(0)
         self.wait_action = self.queue_slots * self.num_strategies
         self.action_space = gym.spaces.Discrete(self.wait_action + 1)
         self.observation_space = observation_space(self.max_regions, self.queue_slots, self.num_strategies)
         self.world: World | None = None
         self.sim: ClusterSim | None = None
-        self._profile_cache: dict = {}  # model profiles across episodes (generator.sample_world)
         self._encoder_constants: dict = {}  # the observation's constants of the last world physics
+
+    def _use_scenario(self, index: int) -> None:
+        """Make the mixture's ``index``-th scenario the one the next episode runs."""
+        self.scenario, self.cost_weight, self._backend, self._profile_cache = self._mixture[index]
 
     # ------------------------------------------------------------------ gym API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
+        if len(self._mixture) > 1:
+            self._use_scenario(int(self.np_random.integers(len(self._mixture))))
         self.world = sample_world(self.scenario, self.np_random, self._profile_cache)
         exact = self.timing == "exact"
         layouts = shared_layout_cache(self.world, exact) if self.scenario.network.fixed_line_rates else None

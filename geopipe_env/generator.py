@@ -471,9 +471,12 @@ def _model_profile(
         pipeline.allreduce_time_s(model.params, k_star, g, d * c, net.intra_bandwidth_gbps, net.intra_latency_s)
     )
 
-    def alone_s(f: float, x: float, lat: float, where: np.ndarray) -> float:
-        """The fastest accepted schedule that fits ``where`` (any, if none does) on identical stages and hops."""
+    def alone_s(f: float, x: float, lat: float, where: np.ndarray, bound: bool = False) -> float:
+        """The fastest accepted schedule that fits ``where`` (any, if none does) on identical stages and hops; with
+        ``bound``, a lower bound on it (``pipeline.recipe_lower_bound_s``)."""
         fitting = [name for name, ok in zip(names, schedule_fits) if ok[where].any()] or names
+        if bound:
+            return min(pipeline.recipe_lower_bound_s(f, k_star, x, lat, m, name, ratio) for name in fitting)
         return min(pipeline.recipe_uniform_s(f, k_star, x, lat, m, name, v, ratio, input_gradient) for name in fitting)
 
     ref_x = transfer_time_s(d * act, ref_bw)
@@ -483,7 +486,7 @@ def _model_profile(
     fastest = float(forward[fits].min())
     # A boundary moves d·A over the WAN or A/c per link inside a region: the faster of the two bounds it.
     best_x = min(transfer_time_s(d * act, best_bw), transfer_time_s(act / c if c > 1 else act, net.intra_bandwidth_gbps))
-    lb_iter = alone_s(fastest, best_x, best_lat, fits) + allreduce
+    lb_iter = alone_s(fastest, best_x, best_lat, fits, bound=True) + allreduce
     busy_s = m * (1.0 + ratio) * forward
     stage_energy_j = (idle * lb_iter + (busy - idle) * busy_s) * pue * (g * c * d)  # (R,) per stage per iteration
     typical_stage_s = (1.0 + ratio) * float(np.median(forward[fits]))

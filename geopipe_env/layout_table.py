@@ -162,7 +162,7 @@ class LayoutTable:
         row[:] = 0.0
         li[:] = 0
         row[LF_ALLREDUCE], row[LF_WAN_BYTES], row[LF_DEMAND] = job.allreduce_s, job.wan_message_bytes, model.demand_gbps
-        row[LF_MEMO_CADENCE] = -1.0
+        row[LF_MEMO_CADENCE], row[LF_MEMO_TOTAL] = 0.0, model.total_s(0.0)  # its time at line rate, known already
         at = self._arrays_used
         for part in (ex.chunk_f, ex.chunk_d, ex.chunk_w, ex.act_f, ex.act_w, ex.link_x, ex.link_lat, ex.budget):
             self.arrays[at:at + part.shape[0]] = part

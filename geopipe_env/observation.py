@@ -26,10 +26,12 @@ from geopipe_env import tables
 from geopipe_env.candidate_kernels import candidate_features
 from geopipe_env.compiled import jit, pairwise_sum
 from geopipe_env.generator import World, fields_key
+from geopipe_env.physics.schedule import SCHEDULES
 from geopipe_env.placement import CandidateInfo
 from geopipe_env.simulator import ClusterSim
 from geopipe_env.tables import (
     CAND_BANDWIDTH_SLACK, CAND_CARBON, CAND_COST, CAND_FEASIBLE, CAND_LOG_DURATION, CAND_LOG_ITERATION_VS_ISOLATED,
+    CAND_SCHEDULE, JOB_SCHEDULES, MAX_SCHEDULES,
     CAND_STALLED, CAND_WAN_HOPS, F_C_REF, F_CARBON_REF, F_HORIZON, F_NUM_JOBS, F_NUM_LINKS, F_START_HOUR, F_T_REF,
     F_TOTAL_GPUS, G_GPU_UTILIZATION, G_HOUR_COS, G_HOUR_SIN, G_MEAN_LINK_UTILIZATION, G_QUEUE_BEYOND_WINDOW,
     G_RUNNING_JOBS, G_TIME_FRACTION, G_WAIT_GAP, I_CANDIDATES_AT, I_GLOBAL_AT, I_LINKS_AT, I_QUEUE_AT, I_REGIONS,
@@ -131,7 +133,7 @@ def _encode_compiled(
 
     ``constants_i`` and ``constants_f`` hold the episode's constants (``tables.ENCODER_INTS``, ``ENCODER_FLOATS``). ``hourly`` (H, R, 3)
     holds the regions' price, forecast and carbon features per hour, read at ``hour``. ``slot_jobs`` are the
-    visible jobs' ids, rows of ``job_table`` (J, 5) (``tables.ENCODER_JOBS``), and ``candidate_of`` (Q, K) the table's
+    visible jobs' ids, rows of ``job_table`` (J, 5 + 8) (``tables.ENCODER_JOBS``), and ``candidate_of`` (Q, K) the table's
     candidates. ``gap_s`` is the time a wait would skip (:meth:`ObservationEncoder._gap_s`).
     """
     out[:] = template
@@ -167,11 +169,13 @@ def _encode_compiled(
     num_slots = slot_jobs.shape[0]
     can_start = np.zeros(queue_slots)
     slot_isolated_iteration_s = np.empty(num_slots)
+    slot_schedules = np.empty((num_slots, MAX_SCHEDULES))
     for slot in range(num_slots):
         slot_isolated_iteration_s[slot] = job_table[slot_jobs[slot], JOB_ISOLATED_ITERATION]
+        slot_schedules[slot] = job_table[slot_jobs[slot], JOB_SCHEDULES:JOB_SCHEDULES + MAX_SCHEDULES]
     wan_scale = max(n - 1, 1)
-    candidate_features(candidate_of[:num_slots], candidate_f, candidate_length, slot_isolated_iteration_s, t_ref_s,
-                       c_ref_usd, float(wan_scale), carbon_ref_kg, candidate_rows, can_start)
+    candidate_features(candidate_of[:num_slots], candidate_f, candidate_length, slot_isolated_iteration_s,
+                       slot_schedules, t_ref_s, c_ref_usd, float(wan_scale), carbon_ref_kg, candidate_rows, can_start)
     for slot in range(num_slots):
         job = job_table[slot_jobs[slot]]
         row = queue_rows[slot]
@@ -199,6 +203,12 @@ def _encode_compiled(
             out[i] = -OBS_CLIP
 
 
+def schedule_code(name: str) -> float:
+    """A pipeline schedule as the observation gives it (``tables.CAND_SCHEDULE``): its position in
+    ``physics.schedule.SCHEDULES`` ÷ (their number − 1), from 0 (gpipe) to 1 (crosspipe-greedy)."""
+    return SCHEDULES.index(name) / (len(SCHEDULES) - 1)
+
+
 def warm_up() -> None:
     """Call the compiled encoder once on a one-region, one-slot, one-strategy observation, and the hourly table on one
     hour, so that loading them happens before the first episode."""
@@ -210,8 +220,8 @@ def warm_up() -> None:
     constants_f = np.array([1.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0, 1.0])
     _encode_compiled(
         f32, f32.copy(), constants_i, constants_f, ints + 1, np.zeros((1, 1, 3), dtype=np.float32), 0,
-        np.zeros((1, 1)), np.ones((1, 1)), ints, np.ones((1, 5)), 0.0, 1, 0, np.full((1, 1), -1, dtype=np.int64),
-        np.zeros((1, 7)), ints, 1.0,
+        np.zeros((1, 1)), np.ones((1, 1)), ints, np.ones((1, JOB_SCHEDULES + MAX_SCHEDULES)), 0.0, 1, 0,
+        np.full((1, 1), -1, dtype=np.int64), np.zeros((1, tables.NUM_CANDIDATE_FLOATS)), ints, 1.0,
     )
     hourly_features(np.ones((1, 1)), np.zeros((1, 2)), np.zeros((1, 1)), 1.0, np.empty((1, 1, 3), dtype=np.float32))
 
@@ -260,12 +270,14 @@ class ObservationEncoder:
         # Per job (tables.ENCODER_JOBS), the queue features that do not change while it waits (as encode_rows
         # computes them) and its isolated iteration time.
         jobs = world.jobs
-        self._job_table = np.empty((len(jobs), len(tables.ENCODER_JOBS)))
+        self._job_table = np.zeros((len(jobs), JOB_SCHEDULES + MAX_SCHEDULES))
         self._job_table[:, JOB_SHARE] = [job.num_gpus / self.total_gpus for job in jobs]
         self._job_table[:, JOB_LOG_ISOLATED] = [math.log(job.isolated_duration_s / self.t_ref_s) for job in jobs]
         self._job_table[:, JOB_LOG_DEMAND] = [math.log(job.typical_demand_gbps / self.median_bw) for job in jobs]
         self._job_table[:, JOB_ARRIVAL] = [job.arrival_s for job in jobs]
         self._job_table[:, JOB_ISOLATED_ITERATION] = [job.isolated_iteration_s for job in jobs]
+        for row, job in zip(self._job_table, jobs):
+            row[JOB_SCHEDULES:JOB_SCHEDULES + len(job.schedules)] = [schedule_code(name) for name in job.schedules]
         self._capacity: tuple = (None, None)  # (the simulator's capacity array, it with zeros replaced by 1)
         self._constants_f = np.empty(len(tables.ENCODER_FLOATS))  # the compiled encoder's (tables.ENCODER_FLOATS)
         self._constants_f[[F_T_REF, F_NUM_JOBS, F_TOTAL_GPUS, F_START_HOUR, F_HORIZON, F_NUM_LINKS, F_C_REF,
@@ -366,6 +378,7 @@ class ObservationEncoder:
                 c_row[CAND_BANDWIDTH_SLACK] = (ci.rate_gbps / ci.demand_gbps) if hops else 1.0
                 c_row[CAND_STALLED] = float(ci.stalled)
                 c_row[CAND_CARBON] = ci.carbon_kg / self.carbon_ref_kg
+                c_row[CAND_SCHEDULE] = schedule_code(job.schedules[ci.schedule])
         hour = (w.start_hour + now / SECONDS_PER_HOUR) % 24.0
         g[G_HOUR_SIN] = math.sin(2 * math.pi * hour / 24.0)
         g[G_HOUR_COS] = math.cos(2 * math.pi * hour / 24.0)

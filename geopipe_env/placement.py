@@ -60,9 +60,9 @@ class BaceReading(NamedTuple):
         per_unit_work: regions rank by price × busy W per TFLOPS × PUE (the cost of a unit of work), not price.
         admit_on_forward: a boundary is admitted if its transfer fits the forward time ``t_f``, not ``t_f + t_b``.
         grow_by_price: the path grows to the cheapest admissible neighbour, not the one with most spare bandwidth.
-        admit_the_never_admitted: a job that no region can hold whole and that no link between two regions it fits
-            could admit even idle (at its line rate) grows its path without the admission test; else it could only
-            wait, forever.
+        admit_the_never_admitted: a job that no region can hold whole and for which the pathfinder finds no admissible
+            path even with nothing running (every GPU free, every link's line rate spare) grows its path without the
+            admission test; else it could only wait, forever.
     """
 
     single_region_first: bool = True
@@ -137,19 +137,19 @@ class PlacementContext:
         return rank
 
     def ever_admitted(self, job: Job, forward_only: bool = False) -> bool:
-        """Whether BACE-Pipe's admission rule could ever let the job run: some region it fits holds it whole when
-        empty, or some link between two regions it fits passes :func:`comm_fits_compute` at its full line rate."""
+        """Whether BACE-Pipe's admission rule could ever let the job run: with nothing running (every GPU free,
+        every link's line rate spare), some region it fits holds it whole, or the pathfinder grows an admissible
+        path from some region (:class:`_Idle`)."""
         key = (job.profile_key, forward_only)
         admitted = self._ever_admitted.get(key)
         if admitted is None:
-            line = self.sim.capacity_gbps.tolist()
-            fits = job.fits.tolist()
-            gpus = self.sim.world.num_gpus.tolist()
-            admitted = self._ever_admitted[key] = any(
-                fits[r] and gpus[r] // job.stage_gpus >= job.num_stages for r in range(len(fits))
-            ) or any(
-                fits[a] and fits[b] and comm_fits_compute(self, job, a, b, forward_only, line)
-                for a in range(len(fits)) for b in self.neighbours[a]
+            idle = _Idle(self)
+            free = idle.free_list(job)
+            admissible = lambda a, b: comm_fits_compute(idle, job, a, b, forward_only)  # noqa: E731
+            admitted = self._ever_admitted[key] = any(n >= job.num_stages for n in free) or any(
+                _grow_path(idle, job, start, lambda end, new: idle.spare[end][new], admissible, both_ends=True)
+                is not None
+                for start, n in enumerate(free) if n > 0
             )
         return admitted
 
@@ -182,6 +182,23 @@ class PlacementContext:
             )
         self._described[key] = info
         return info
+
+
+class _Idle:
+    """The world of a :class:`PlacementContext` with nothing running: every GPU free and every link's line rate
+    spare (what :meth:`PlacementContext.ever_admitted` grows paths in)."""
+
+    def __init__(self, ctx: PlacementContext) -> None:
+        self._ctx = ctx
+        self.neighbours, self.latency = ctx.neighbours, ctx.latency
+        self.spare: list[list[float]] = ctx.sim.capacity_gbps.tolist()
+        self._gpus: list[int] = ctx.sim.world.num_gpus.tolist()
+
+    def free_list(self, job: Job) -> list[int]:
+        return [n // job.stage_gpus if fits else 0 for n, fits in zip(self._gpus, job.fits.tolist())]
+
+    def forward(self, job: Job) -> list[float]:
+        return self._ctx.forward(job)
 
 
 _PLACEMENTS: dict[tuple[tuple[int, ...], tuple[int, ...]], Placement] = {}
@@ -326,7 +343,8 @@ def comm_fits_compute(ctx: PlacementContext, job: Job, a: int, b: int, forward_o
 
 def admission_per_forward(job: Job, forward_only: bool = False) -> float:
     """The compute that BACE-Pipe's admission rule lets one message's transfer take, in forward times of the
-    slower stage: ``(t_f + t_b) / t_f`` (or 1 with ``forward_only``) over the job's messages per micro-batch."""
+    faster of the boundary's two stages (:func:`comm_fits_compute` takes the smaller forward time): ``(t_f + t_b) /
+    t_f`` (or 1 with ``forward_only``) over the job's messages per micro-batch."""
     return (1.0 if forward_only else 1.0 + job.backward_ratio) / job.link_messages
 
 

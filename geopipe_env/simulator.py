@@ -149,17 +149,36 @@ class PipelineModel(NamedTuple):
 def wrap_link(regions: tuple[int, ...], capacity_gbps: np.ndarray, latency_s: np.ndarray, wan_message_bytes: float,
               intra_transfer_s: float, intra_latency_s: float) -> tuple[float, float, bool, tuple[tuple[int, int], ...]]:
     """The link an interleaved pipeline's wrap (its last stage back to its first) takes on a path of ``regions``:
-    ``(transfer s, latency s, crosses regions, its own WAN links)``. In one region it is an intra-region link;
-    over two it is the WAN hop's link the other way (no link of its own); over more it is the link from the last
-    region to the first (infinite transfer if there is none)."""
+    ``(transfer s, latency s, crosses regions, the WAN links it adds to the job's)``. In one region it is an
+    intra-region link; over more, the link from the last region to the first (infinite transfer if there is none),
+    which over two regions is the WAN hop's link the other way (the job uses it already). The executor gives the
+    wrap's messages a serial link of their own beside the hop's (the two share the WAN link's bandwidth through
+    the job's allocation, which counts both in its demand), so that each link has one sender and the program runs
+    in one pass (``schedule.run_program``)."""
     if len(regions) == 1:
         return intra_transfer_s, intra_latency_s, False, ()
     a, b = regions[-1], regions[0]
-    if len(regions) == 2:
-        return 0.0, 0.0, True, ()
     gbps = float(capacity_gbps[a, b])
     x = transfer_time_s(wan_message_bytes, gbps) if gbps > 0.0 else float("inf")
-    return x, float(latency_s[a, b]), True, ((a, b), (b, a))
+    return x, float(latency_s[a, b]), True, ((a, b), (b, a)) if len(regions) > 2 else ()
+
+
+def wan_messages(prog: schedule.Program, placement: Placement) -> dict[tuple[int, int], float]:
+    """Messages per micro-batch on each directed WAN link (a pair of regions) of ``placement`` under ``prog``: an
+    activation one way and a gradient back at each boundary between chunks on stages in two regions (Chimera's two
+    pipelines each take half the micro-batches)."""
+    region_of = [r for r, n in zip(placement.regions, placement.stages) for _ in range(n)]
+    share = 1.0 / prog.num_pipelines
+    counts: dict[tuple[int, int], float] = {}
+    for c in range(prog.num_chunks):
+        nxt = int(prog.chunk_next[c])
+        if nxt < 0:
+            continue
+        a, b = region_of[prog.chunk_device[c]], region_of[prog.chunk_device[nxt]]
+        if a != b:
+            counts[a, b] = counts.get((a, b), 0.0) + share
+            counts[b, a] = counts.get((b, a), 0.0) + share
+    return counts
 
 
 def pipeline_model(job: Job, index: int, placement: Placement, forward: np.ndarray, transfer: np.ndarray,
@@ -178,13 +197,12 @@ def pipeline_model(job: Job, index: int, placement: Placement, forward: np.ndarr
     loop = schedule.SPECS[name].placement == "loop"
     model = schedule.executor_model(
         forward, backward, transfer, latency, m, name, schedule.own_virtual_stages(name, job.virtual_stages),
-        job.input_gradient, wan_pos,
-        (wrap_x, wrap_lat), wrap_wan and loop, int(wan_pos[0]) if loop and len(placement.regions) == 2 else -1,
+        job.input_gradient, wan_pos, (wrap_x, wrap_lat), wrap_wan and loop,
     )
-    on_wan = model.messages[model.link_wan != 0]
-    most = float(on_wan.max()) if on_wan.size else 1.0
+    per_pair = wan_messages(model.program, placement)
+    most = max(per_pair.values()) if per_pair else 1.0
     demand = pipeline.demand_gbps(forward, backward, msg, False, most)
-    per_iteration = m * msg * float(on_wan.sum())
+    per_iteration = m * msg * sum(per_pair.values())
     return PipelineModel(index, None, model, demand, per_iteration, placement.links + (wrap_links if loop else ()))
 
 

@@ -270,10 +270,13 @@ CANDIDATE_FEATURES = _table(
     ("bandwidth_slack", "the rate it would get ÷ its demand (1 without WAN hops)"),
     ("stalled", "1 if that rate is below the demand"),
     ("carbon", "estimated carbon ÷ the carbon reference"),
+    ("schedule", "the pipeline schedule it would run: its position among gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv, "
+                 "chimera, hanayo, crosspipe-greedy, ÷ 7"),
 )
 (CAND_FEASIBLE, CAND_LOG_ITERATION_VS_ISOLATED, CAND_LOG_DURATION, CAND_COST, CAND_WAN_HOPS, CAND_BANDWIDTH_SLACK,
- CAND_STALLED, CAND_CARBON) = CANDIDATE_FEATURES.positions(
-    "feasible", "log_iteration_vs_isolated", "log_duration", "cost", "wan_hops", "bandwidth_slack", "stalled", "carbon"
+ CAND_STALLED, CAND_CARBON, CAND_SCHEDULE) = CANDIDATE_FEATURES.positions(
+    "feasible", "log_iteration_vs_isolated", "log_duration", "cost", "wan_hops", "bandwidth_slack", "stalled", "carbon",
+    "schedule",
 )
 GLOBAL_FEATURES = _table(
     "global",
@@ -342,10 +345,13 @@ ENCODER_JOBS = _table(
     ("log_demand", "log(typical demand ÷ the median link)"),
     ("arrival", "arrival time, s"),
     ("isolated_iteration", "isolated iteration time, s"),
+    tail="then one column per schedule the job may accept (up to eight): the CAND_SCHEDULE value of its i-th",
 )
 JOB_SHARE, JOB_LOG_ISOLATED, JOB_LOG_DEMAND, JOB_ARRIVAL, JOB_ISOLATED_ITERATION = ENCODER_JOBS.positions(
     "share", "log_isolated", "log_demand", "arrival", "isolated_iteration"
 )
+JOB_SCHEDULES = len(ENCODER_JOBS)  # where the job's accepted schedules' codes start
+MAX_SCHEDULES = 8  # the schedules a job may accept: every one of them
 
 
 def observation_markdown() -> str:

@@ -203,6 +203,36 @@ def test_cost_weight_and_scenario_kwargs():
     assert env.cost_weight == 2.5 and env.scenario.name == "toy"
 
 
+def test_a_list_of_scenarios_is_a_mixture_drawn_by_the_seed():
+    """scenario=[a, b]: each reset runs one of them, drawn from the env's RNG (so the seed fixes it), with that
+    scenario's own world and cost weight; one scenario in a list is that scenario."""
+    env = gym.make("GeoPipe-v0", scenario=["toy", "paper"]).unwrapped
+    drawn = {}
+    for seed in range(12):
+        env.reset(seed=seed)
+        drawn[seed] = env.scenario.name
+        assert env.world.scenario is env.scenario and env.world.num_gpus.size == env.scenario.num_regions
+        assert env.cost_weight == env.scenario.cost_weight
+    assert set(drawn.values()) == {"toy", "paper"}
+    twin = gym.make("GeoPipe-v0", scenario=["toy", "paper"]).unwrapped
+    for seed in (11, 3, 7):
+        twin.reset(seed=seed)
+        assert twin.scenario.name == drawn[seed]
+    single, listed = gym.make("GeoPipe-Toy-v0").unwrapped, gym.make("GeoPipe-v0", scenario=["toy"]).unwrapped
+    single.reset(seed=5)
+    listed.reset(seed=5)
+    assert [j.arrival_s for j in single.world.jobs] == [j.arrival_s for j in listed.world.jobs]
+    assert gym.make("GeoPipe-v0", scenario=["toy", "paper"], cost_weight=0.0).unwrapped.cost_weight == 0.0
+
+
+def test_a_bad_mixture_is_refused_at_construction():
+    """An empty list, or a mixture with more regions than max_regions, raises EnvArgumentError naming the argument."""
+    with pytest.raises(EnvArgumentError, match="^scenario: an empty list"):
+        gym.make("GeoPipe-v0", scenario=[])
+    with pytest.raises(EnvArgumentError, match="^max_regions: got 3, fewer than the scenario's 6 regions"):
+        gym.make("GeoPipe-v0", scenario=["toy", "paper"], max_regions=3)
+
+
 @pytest.mark.parametrize("bad", [1.0, np.float32(2.0), "3", None, True, np.bool_(False), np.array([1, 2]), [0]])
 def test_non_integer_actions_raise_and_change_nothing(bad):
     """Non-integer actions raise TypeError and leave the env exactly as it was."""

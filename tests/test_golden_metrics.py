@@ -5,7 +5,9 @@ model-profile caches) by running each policy below for seeds 1 and 2 and recordi
 ``a6000-vm-pair`` cases ran on that world's file, unchanged since. The cases whose policy never reads BACE-Pipe's
 candidate (``lcf``, ``cr-ldf``, and ``fcfs-random`` on seed 1) keep those values and guard the single-replica
 physics; ``bace-pipe`` and ``fcfs-random`` on seed 2 were re-recorded when BACE-Pipe's placement rule changed.
-``tests/data/golden_metrics.json`` holds GeoPipe-v0's data-parallel world. Re-record with
+``tests/data/golden_metrics.json`` holds ``geopipe-abundant`` (data-parallel replicas and an end-to-end MFU, recorded
+when it was the flagship) and GeoPipe-v0 (scarcity, calibrated compute, the schedules of the literature). Re-record
+with
 ``python tests/test_golden_metrics.py --record [CASE ...]`` only cases whose numbers change on purpose, and say why
 in the commit.
 """

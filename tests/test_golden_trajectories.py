@@ -2,11 +2,12 @@
 
 The golden metrics test covers the scripted policies' episode metrics; this one covers every observation, mask and
 reward along masked-random trajectories in ``tests/data/golden_trajectories.json``: the ``a6000-vm-pair``,
-GeoPipe-Paper-v0 and GeoPipe-Toy-v0 cases (single-replica physics) and the ``GeoPipe-v0`` cases (the data-parallel
-flagship). Every case sees BACE-Pipe's candidate, so all were re-recorded when its placement rule changed; the
-golden metrics of policies that do not read it show that the physics did not. ``python
-tests/test_golden_trajectories.py --record [CASE ...]`` re-records the GeoPipe-v0 cases (or the cases named); do it
-only when their numbers change on purpose. Each case records per-step sums of each observation key (plain and
+GeoPipe-Paper-v0 and GeoPipe-Toy-v0 cases (single-replica physics), the ``geopipe-abundant`` cases (data-parallel
+replicas, end-to-end MFU; recorded when that world was the flagship) and the ``GeoPipe-v0`` cases (the flagship:
+scarcity, calibrated compute, the schedules of the literature). Every case sees BACE-Pipe's candidate, so all were
+re-recorded when its placement rule changed; the golden metrics of policies that do not read it show that the
+physics did not. ``python tests/test_golden_trajectories.py --record [CASE ...]`` re-records the GeoPipe-v0 cases
+(or the cases named); do it only when their numbers change on purpose. Each case records per-step sums of each observation key (plain and
 position-weighted, so a permutation shows), the mask's valid actions, and the rewards.
 """
 
@@ -31,6 +32,9 @@ LEGACY_CASES = {
     "GeoPipe-Toy-v0|0": ("GeoPipe-Toy-v0", {}, 0),
     "a6000-vm-pair-exact|3": ("GeoPipe-v0", {"scenario": "a6000-vm-pair", "timing": "exact"}, 3),
     "a6000-vm-pair-randomized|4": ("GeoPipe-v0", {"scenario": "a6000-vm-pair-randomized"}, 4),
+    "geopipe-abundant|0": ("GeoPipe-v0", {"scenario": "geopipe-abundant"}, 0),
+    "geopipe-abundant|1": ("GeoPipe-v0", {"scenario": "geopipe-abundant"}, 1),
+    "geopipe-abundant-exact|3": ("GeoPipe-v0", {"scenario": "geopipe-abundant", "timing": "exact"}, 3),
 }
 FLAGSHIP_CASES = {
     "GeoPipe-v0|0": ("GeoPipe-v0", {}, 0),
@@ -78,15 +82,15 @@ def golden() -> dict:
 def test_trajectory_matches_recording(case, golden):
     """Same masks every step; rewards and observation sums equal the recording to 1e-9 (float32 sums: 1e-6).
 
-    The mask returned with the last step is checked against the rule instead: wait alone. The recordings predate
-    that rule (their last mask is empty), and no policy acts on it except under a vector env's autoreset.
+    The mask returned with the last step is checked against the rule instead: wait alone (no policy acts on it
+    except under a vector env's autoreset).
     """
     got, want = play(*CASES[case]), golden[case]
     assert len(got["rewards"]) == len(want["rewards"])
     for step, (g, w) in enumerate(zip(got["valid"][:-1], want["valid"][:-1])):
         assert g == w, f"mask differs at step {step}"
     wait_action = make(*CASES[case][:2]).wait_action
-    assert got["valid"][-1] == [wait_action] and want["valid"][-1] in ([], [wait_action])
+    assert got["valid"][-1] == [wait_action] == want["valid"][-1]
     assert got["rewards"] == pytest.approx(want["rewards"], rel=1e-9, abs=1e-12)
     for key in want:
         if key not in ("rewards", "valid"):

@@ -144,9 +144,17 @@ def runnable_stages(names: tuple[str, ...], layers: int, num_microbatches: int, 
                     stage_counts: np.ndarray) -> np.ndarray:
     """(len(stage_counts),) bool: which stage counts every schedule of ``names`` can run: its shape rules
     (``schedule.check_shape``), and each stage's layers (``⌈L/S⌉``) split evenly into its chunks per device."""
-    ok = np.ones(stage_counts.shape[0], dtype=bool)
     if all(name in SCHEDULES for name in names):
-        return ok
+        return np.ones(stage_counts.shape[0], dtype=bool)
+    runnable = _runnable_counts(tuple(names), layers, num_microbatches, virtual_stages)
+    return np.array([runnable[k - 1] if 1 <= k <= layers else False for k in stage_counts.tolist()], dtype=bool)
+
+
+@functools.lru_cache(maxsize=256)
+def _runnable_counts(names: tuple[str, ...], layers: int, num_microbatches: int, virtual_stages: int) -> tuple[bool, ...]:
+    """:func:`runnable_stages` for every stage count 1 … ``layers`` (memoised: worlds repeat their job shapes)."""
+    stage_counts = np.arange(1, layers + 1)
+    ok = np.ones(stage_counts.shape[0], dtype=bool)
     for i, k in enumerate(stage_counts.tolist()):
         for name in names:
             v = schedules.own_virtual_stages(name, virtual_stages)
@@ -159,7 +167,7 @@ def runnable_stages(names: tuple[str, ...], layers: int, num_microbatches: int, 
             if (-(-layers // k)) % chunks:
                 ok[i] = False
                 break
-    return ok
+    return tuple(ok.tolist())
 
 
 def activation_bytes(micro_batch_size: int, seq_len: int, hidden: int) -> float:
@@ -804,6 +812,16 @@ def recipe_uniform_s(forward_s: float, num_stages: int, hop_transfer_s: float, h
                                      input_gradient,
                                      wrap=(hop_transfer_s, hop_latency_s))
     return model.total_s()
+
+
+def recipe_lower_bound_s(forward_s: float, num_stages: int, hop_transfer_s: float, hop_latency_s: float,
+                         num_microbatches: int, schedule: str = ONE_F_ONE_B, ratio: float = BACKWARD_TO_FORWARD) -> float:
+    """A lower bound on :func:`recipe_uniform_s`: the closed form itself for GPipe and 1F1B; for the executor's
+    schedules, each device's own work, ``M·(f + b)`` (no schedule runs a device's ops faster than back to back)."""
+    if schedule in SCHEDULES:
+        return float(uniform_iteration_time_s(forward_s, num_stages, hop_transfer_s, hop_latency_s, num_microbatches,
+                                              schedule, backward_ratio=ratio))
+    return num_microbatches * (1.0 + ratio) * float(forward_s)
 
 
 @functools.lru_cache(maxsize=256)

@@ -775,24 +775,20 @@ def _choose(dev, t, num_chunks, m, pipes, per_pipe, split, chunk_device, act_at,
 
 
 def links(num_devices: int, hop_transfer_s: np.ndarray, hop_latency_s: np.ndarray, wrap_transfer_s: float = 0.0,
-          wrap_latency_s: float = 0.0, wrap_hop: int = -1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+          wrap_latency_s: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(link_of, link_x, link_lat)`` of a pipeline whose devices are its stages in order: each boundary between
     device i and i + 1 is two links (down, i → i+1, and up), with that hop's transfer time and latency; with more
     than two devices, devices D − 1 and 0 (the interleaved schedule's wrap) are two more, with ``wrap_*`` (with two,
-    the wrap is their boundary's links). With ``wrap_hop`` ≥ 0 the wrap runs on that hop's links instead, the other
-    way round: a pipeline over two regions whose wrap crosses back on the same WAN link.
+    the wrap is their boundary's links).
 
-    The arrays always hold ``2(D − 1) + 2`` links (the last two unused when the wrap has no links of its own)."""
+    The arrays always hold ``2(D − 1) + 2`` links (the last two unused with two devices or fewer)."""
     d = num_devices
     hops = max(d - 1, 0)
     link_of = np.zeros(d * d, dtype=np.int64)
     for i in range(hops):
         link_of[i * d + i + 1], link_of[(i + 1) * d + i] = i, hops + i
     if d > 2:
-        if wrap_hop >= 0:
-            link_of[(d - 1) * d], link_of[d - 1] = hops + wrap_hop, wrap_hop
-        else:
-            link_of[(d - 1) * d], link_of[d - 1] = 2 * hops, 2 * hops + 1
+        link_of[(d - 1) * d], link_of[d - 1] = 2 * hops, 2 * hops + 1
     link_x = np.concatenate((hop_transfer_s, hop_transfer_s, [wrap_transfer_s, wrap_transfer_s]))
     link_lat = np.concatenate((hop_latency_s, hop_latency_s, [wrap_latency_s, wrap_latency_s]))
     return link_of, link_x.astype(float), link_lat.astype(float)
@@ -830,6 +826,10 @@ def timed_total_s(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, li
                        np.zeros(d), np.zeros(d), np.zeros((0, 4), dtype=np.int64), np.zeros(0))
 
 
+TOTALS_CACHE_SIZE = 4096  # executor timings a process keeps (ExecutorModel.total_s); emptied when full
+_TOTALS: dict[tuple, float] = {}
+
+
 class ExecutorModel(NamedTuple):
     """One pipeline under one schedule, ready to time at any cadence floor (:meth:`total_s`): its program, each
     chunk's op times and activations, and its links (which of them cross regions, and how many messages each
@@ -849,9 +849,26 @@ class ExecutorModel(NamedTuple):
     messages: np.ndarray  # (L,) messages per micro-batch
 
     def total_s(self, min_cadence_s: float = 0.0) -> float:
-        return float(timed_total_s(self.program.packed, self.chunk_f, self.chunk_d, self.chunk_w, self.link_of,
-                                   self.link_x, self.link_lat, self.link_wan, self.act_f, self.act_w, self.budget,
-                                   float(min_cadence_s)))
+        """The iteration time at a cadence floor (:func:`timed_total_s`), memoised for the process by the model's
+        content: placements of one job shape on regions of one GPU type, in any world, time alike."""
+        key = (self.key(), float(min_cadence_s))
+        total = _TOTALS.get(key)
+        if total is None:
+            if len(_TOTALS) >= TOTALS_CACHE_SIZE:
+                _TOTALS.clear()
+            total = _TOTALS[key] = float(timed_total_s(
+                self.program.packed, self.chunk_f, self.chunk_d, self.chunk_w, self.link_of, self.link_x,
+                self.link_lat, self.link_wan, self.act_f, self.act_w, self.budget, float(min_cadence_s),
+            ))
+        return total
+
+    def key(self) -> tuple:
+        """What the model's timing depends on: its program's shape and its arrays' bytes."""
+        p = self.program
+        return (p.name, p.num_devices, p.num_microbatches, p.num_chunks, *(
+            a.tobytes() for a in (self.chunk_f, self.chunk_d, self.chunk_w, self.link_x, self.link_lat, self.link_wan,
+                                  self.budget)
+        ))
 
     def execute(self, min_cadence_s: float = 0.0, record: bool = False) -> ExecutionResult:
         """The whole :class:`ExecutionResult` at a cadence floor."""
@@ -863,10 +880,9 @@ class ExecutorModel(NamedTuple):
 def executor_model(forward_s: np.ndarray, backward_s: np.ndarray, hop_transfer_s: np.ndarray,
                    hop_latency_s: np.ndarray, num_microbatches: int, schedule: str = ONE_F_ONE_B,
                    virtual_stages: int = 1, input_gradient: float = 1.0, wan_hops: np.ndarray | None = None,
-                   wrap: tuple[float, float] = (0.0, 0.0), wrap_wan: bool = False, wrap_hop: int = -1) -> ExecutorModel:
+                   wrap: tuple[float, float] = (0.0, 0.0), wrap_wan: bool = False) -> ExecutorModel:
     """The :class:`ExecutorModel` of a pipeline given stage by stage (arguments as :func:`simulate_schedule`;
-    ``wan_hops`` the boundaries that cross regions, ``wrap_wan`` whether the wrap does, ``wrap_hop`` as
-    :func:`links`).
+    ``wan_hops`` the boundaries that cross regions, ``wrap_wan`` whether the wrap does).
 
     Raises:
         ShapeError: a shape the schedule cannot run; ValueError: mismatched shapes or ``M < 1``.
@@ -880,13 +896,13 @@ def executor_model(forward_s: np.ndarray, backward_s: np.ndarray, hop_transfer_s
         raise ValueError(f"num_microbatches must be >= 1, got {num_microbatches}")
     prog = program(schedule, num_stages, int(num_microbatches), virtual_stages)
     f, d, w = chunk_times(prog, forward, backward, input_gradient)
-    link_of, link_x, link_lat = links(num_stages, transfer, latency, *wrap, wrap_hop=wrap_hop)
+    link_of, link_x, link_lat = links(num_stages, transfer, latency, *wrap)
     hops = max(num_stages - 1, 0)
     link_wan = np.zeros(link_x.shape[0], dtype=np.int64)
     if wan_hops is not None:
         for h in np.asarray(wan_hops, dtype=np.int64):
             link_wan[h] = link_wan[hops + h] = 1
-    if wrap_wan and wrap_hop < 0:
+    if wrap_wan:
         link_wan[2 * hops:] = 1
     act = np.ones(prog.num_chunks) / (prog.num_chunks // prog.num_pipelines // num_stages)
     budget = np.full(num_stages, in_flight_stages(ONE_F_ONE_B, num_stages, int(num_microbatches)))
