@@ -2,10 +2,12 @@
 
 Usage::
 
-    python benchmarks/revisions.py REV [REV ...] [--env GeoPipe-v0] [--rounds 5] [--decisions 3000]
+    python benchmarks/revisions.py REV[=ENV] [REV[=ENV] ...] [--env GeoPipe-v0] [--rounds 5] [--decisions 3000]
 
 Each revision (a commit, tag or branch; ``WORKTREE`` stands for the files as they are on disk) is exported with
-``git archive`` into a temporary folder. Each round then runs every revision once, in a fresh process whose
+``git archive`` into a temporary folder. ``REV=ENV`` measures env id ``ENV`` at that revision instead of ``--env``:
+a world that revisions register under different ids (``06d15ac=GeoPipe-v0 WORKTREE=GeoPipe-Abundant-v0``), or
+two worlds at one revision (``WORKTREE=GeoPipe-v0 WORKTREE=GeoPipe-Abundant-v0``). Each round then runs every revision once, in a fresh process whose
 ``geopipe_env`` is that revision's, in an order that rotates from round to round. A run is
 ``benchmarks/env_throughput.py``'s measurement (this checkout's, for every revision): a new env, ``--decisions``
 decisions of a random valid policy from the first reset on, resets included (episodes restart with the next seed),
@@ -83,33 +85,42 @@ def run(tree: Path, env_id: str, decisions: int, seed: int) -> tuple[float, floa
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("revs", nargs="+", metavar="REV", help=f"git revisions, or {WORKTREE} for the files on disk")
+    parser.add_argument("revs", nargs="+", metavar="REV[=ENV]",
+                        help=f"git revisions, or {WORKTREE} for the files on disk; =ENV names the env id to run there")
     parser.add_argument("--env", default="GeoPipe-v0")
     parser.add_argument("--rounds", type=int_at_least(1), default=5)
     parser.add_argument("--decisions", type=int_at_least(1), default=3000)
     args = parser.parse_args(argv)
     if len(set(args.revs)) != len(args.revs):
-        parser.error("name each revision once")
+        parser.error("name each revision (with its env) once")
+    env_of = {}
+    for label in args.revs:
+        rev, _, env_id = label.partition("=")
+        if not rev or (_ and not env_id):
+            parser.error(f"{label!r}: expected REV or REV=ENV")
+        env_of[label] = (rev, env_id or args.env)
     with tempfile.TemporaryDirectory(prefix="geopipe-revisions-") as tmp:
-        trees = {rev: export(rev, Path(tmp)) for rev in args.revs}
-        for rev, tree in trees.items():
-            print(f"{rev}: first run (untimed, compiles what the revision compiles)", flush=True)
-            run(tree, args.env, 300, seed=1)
+        exported = {rev: export(rev, Path(tmp)) for rev in dict.fromkeys(rev for rev, _ in env_of.values())}
+        trees = {label: exported[rev] for label, (rev, _) in env_of.items()}
+        for label, tree in trees.items():
+            print(f"{label}: first run (untimed, compiles what the revision compiles)", flush=True)
+            run(tree, env_of[label][1], 300, seed=1)
         rates: dict[str, list[float]] = {rev: [] for rev in args.revs}
         env_rates: dict[str, list[float]] = {rev: [] for rev in args.revs}
         for round_ in range(args.rounds):
             order = args.revs[round_ % len(args.revs):] + args.revs[: round_ % len(args.revs)]
             for rev in order:
-                rate, env_rate = run(trees[rev], args.env, args.decisions, seed=round_ * 10_000)
+                rate, env_rate = run(trees[rev], env_of[rev][1], args.decisions, seed=round_ * 10_000)
                 rates[rev].append(rate)
                 env_rates[rev].append(env_rate)
             print(f"round {round_}: " + ", ".join(f"{rev} {rates[rev][-1]:,.0f}" for rev in args.revs), flush=True)
     base = args.revs[0]
-    print(f"{args.env}, decisions/s (median of {args.rounds} rounds; the env's own time in brackets), and the median "
+    print(f"{', '.join(dict.fromkeys(env for _, env in env_of.values()))}, decisions/s (median of {args.rounds} rounds; the env's own time in brackets), and the median "
           f"of each round's ratio to {base}:")
+    width = max(12, *map(len, args.revs))
     for rev in args.revs:
         ratios = [a / b for a, b in zip(rates[rev], rates[base])]
-        print(f"  {rev:>12}: {statistics.median(rates[rev]):8,.0f} ({statistics.median(env_rates[rev]):,.0f})   "
+        print(f"  {rev:>{width}}: {statistics.median(rates[rev]):8,.0f} ({statistics.median(env_rates[rev]):,.0f})   "
               f"{statistics.median(ratios):5.2f}x (rounds {min(ratios):.2f}-{max(ratios):.2f})")
     return 0
 

@@ -47,7 +47,19 @@ def test_unknown_revision_and_repeated_revision_are_one_line_errors(tmp_path, ca
         revisions.export("no-such-revision", tmp_path)
     with pytest.raises(SystemExit):
         revisions.main(["HEAD", "HEAD"])
-    assert "name each revision once" in capsys.readouterr().err
+    assert "name each revision (with its env) once" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        revisions.main(["HEAD="])
+    assert "'HEAD=': expected REV or REV=ENV" in capsys.readouterr().err
+
+
+def test_one_revision_runs_two_envs_named_after_it(capsys):
+    """WORKTREE=A WORKTREE=B: one export, each label runs its own env id, the second's ratio taken to the first."""
+    labels = [f"{revisions.WORKTREE}=GeoPipe-Toy-v0", f"{revisions.WORKTREE}=GeoPipe-Paper-v0"]
+    assert revisions.main([*labels, "--rounds", "1", "--decisions", "20"]) == 0
+    out = capsys.readouterr().out
+    assert f"round 0: {labels[0]} " in out and f", {labels[1]} " in out
+    assert "GeoPipe-Toy-v0, GeoPipe-Paper-v0, decisions/s" in out
 
 
 def test_kernel_share_clocks_the_kernels_and_restores_them(capsys):
