@@ -1,7 +1,8 @@
 """Draw the pictures of the docs' home, environment and physics pages: the env's own render and a placement's Gantt.
 
 - ``render_geopipe_v0.png`` (docs/index.md): ``GeoPipe-v0`` rendered with ``render_mode="rgb_array"`` after 21
-  decisions of ``bace-pipe`` on seed 15, when one Llama-3.1-405B job's pipeline runs across three regions;
+  decisions of ``bace-pipe`` on seed 15, when the pipeline of one Llama-3.1-405B job of 576 GPUs, larger than any
+  region, runs across three regions;
 - ``render_toy.png`` (docs/environment.md): ``GeoPipe-Toy-v0`` after 2 decisions of ``bace-pipe`` on seed 0, two
   jobs running and one waiting;
 - ``placement_gantt.png`` (docs/physics.md): one 1F1B iteration of a Llama-3.1-70B job of 8 stages (t = 8 H100 per

@@ -16,7 +16,8 @@ import render_figures as figures  # noqa: E402
 
 
 def test_the_home_page_render_shows_a_pipeline_across_three_regions():
-    """GeoPipe-v0, seed 15, 21 decisions of bace-pipe: a Llama-3.1-405B job runs over three regions."""
+    """GeoPipe-v0, seed 15, 21 decisions of bace-pipe: a 576-GPU Llama-3.1-405B job, larger than any region, runs
+    over three regions (4, 4 and 1 stages of 64 GPUs)."""
     name, env_id, seed, decisions = figures.RENDERS[0]
     env = figures.played(env_id, seed, decisions, render_mode=None)
     try:
@@ -24,12 +25,17 @@ def test_the_home_page_render_shows_a_pipeline_across_three_regions():
         crossing = [j for j in core.sim.running if len(core.sim.placements[j].regions) > 1]
         assert len(crossing) == 1
         job = crossing[0]
-        regions = [core.scenario.region_ids[r] for r in core.sim.placements[job].regions]
-        assert regions == ["oceania-sydney", "asia-singapore", "eu-central"]
-        assert core.world.jobs[job].model == "llama-3.1-405b"
+        placement = core.sim.placements[job]
+        assert [core.scenario.region_ids[r] for r in placement.regions] == ["eu-west", "eu-central", "asia-singapore"]
+        assert tuple(placement.stages) == (4, 4, 1)
+        spec = core.world.jobs[job]
+        assert spec.model == "llama-3.1-405b"
+        assert (spec.num_gpus, spec.stage_gpus, spec.num_stages) == (576, 64, 9)
+        assert 576 > max(r.num_gpus for r in core.scenario.regions)
     finally:
         env.close()
-    assert f"img/{name}" in (ROOT / "docs" / "index.md").read_text()
+    page = (ROOT / "docs" / "index.md").read_text()
+    assert f"img/{name}" in page and "from eu-west through eu-central to asia-singapore" in page
 
 
 def test_the_environment_page_render_shows_two_jobs_running_and_one_waiting():
