@@ -224,8 +224,8 @@ class GeoPipeEnv(gym.Env):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        """Start an episode: sample its world (randomisation, price start day, job arrivals) from the env's RNG and
-        advance to the first decision.
+        """Start an episode: draw its scenario if the env has several (a mixture, uniformly), sample its world
+        (randomisation, price start day, job arrivals), both from the env's RNG, and advance to the first decision.
 
         Args:
             seed: seeds the env's RNG (``np_random``); None keeps drawing from the current one.
