@@ -22,10 +22,10 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import yaml
-from matplotlib import colormaps
 from matplotlib.figure import Figure
 
 from baselines import make_policy
+from baselines.plots import policy_styles
 from baselines.policy import Policy, play_episode
 from baselines.stats import mean_ci
 
@@ -105,13 +105,13 @@ def plot_learning_curve(run_dir: Path, out: Path | None = None, title: str | Non
     fig = Figure(figsize=(7.5, 4.5), dpi=DPI)
     ax = fig.add_subplot()
     ax.plot(timesteps, means, marker="o", markersize=3, color="black", label="agent (deterministic, masked)")
-    cmap = colormaps["tab10"]
     references = read_references(run_dir)
+    styles = policy_styles(list(references))  # a colour per reference, none repeated up to 20
     scripted = {n: v for n, v in references.items() if not n.startswith("rollout")}
     best = max(scripted, key=scripted.get) if len(scripted) > 1 else None
-    for i, (name, value) in enumerate(references.items()):
+    for name, value in references.items():
         label = f"{name}{' (best scripted)' if name == best else ''} ({value:.2f})"
-        ax.axhline(value, color=cmap(i), linestyle=":" if name.startswith("rollout") else "--", linewidth=1.4, label=label)
+        ax.axhline(value, color=styles[name].color, linestyle=":" if name.startswith("rollout") else "--", linewidth=1.4, label=label)
     if references:
         # Zoom on the scripted policies' level: the first evaluations of a fresh policy can lie far below it.
         low_ref = min(references.values())

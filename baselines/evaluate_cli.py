@@ -34,6 +34,7 @@ from baselines.report import (
 )
 from baselines.specs import (
     DEFAULT_ENV_ID, EvaluationInputError, check_inputs, default_policy_specs, held_out_warning, is_scripted, parse_env,
+    source_loaded,
 )
 from baselines.summary import REFERENCE_POLICY, improvement_across_envs, paired_differences, summarize
 
@@ -113,6 +114,9 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
             parser.exit(2, f"{parser.prog}: error: {exc}\n")
     replace = args.force or args.out is None
     out = DEFAULT_OUT if args.out is None else args.out
+    slow = source_loaded(policy_specs)
+    if slow:  # checking them loads them: several silent seconds otherwise
+        print(f"{prog}: loading {', '.join(slow)} (importing torch: several seconds)", file=sys.stderr, flush=True)
     try:
         names = check_inputs(envs, policy_specs, args.cost_weight)  # the arguments and scenarios first, then the folder
         check_output_folder(out, replace)

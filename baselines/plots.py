@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
-from matplotlib import colormaps
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
@@ -46,17 +45,26 @@ SEED_DOT_SPREAD = 0.5  # the per-seed dots of one policy spread over this fracti
 class Style(NamedTuple):
     """How one policy is drawn in every figure."""
 
-    color: tuple
+    color: str
     marker: str
     linestyle: str
 
 
+# 20 distinct colours: tab10's ten, then indigo, dark olive, gold, plum and teal, then light blue, orange, green, red
+# and purple (tab20's light halves). Policy i takes PALETTE[i % 20]; the regions of the GPU timelines likewise.
+PALETTE = (
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
+    "#393b79", "#637939", "#e6ab02", "#7b4173", "#1b9e77", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5",
+)
+
+
 def policy_styles(names: Sequence[str]) -> dict[str, Style]:
-    """A distinct (colour, marker, line style) per policy: ten tab10 colours, then the colours again with the
-    next marker and line style, so no two of up to 40 policies look alike."""
-    cmap = colormaps["tab10"]
+    """A distinct (colour, marker, line style) per policy: 20 colours (``PALETTE``), so that no two of up to 20
+    policies (the default evaluation has 12) share a colour; then the colours again with the next marker and line
+    style, so that no two of up to 80 policies look alike."""
+    n = len(PALETTE)
     return {
-        name: Style(cmap(i % cmap.N), MARKERS[(i // cmap.N + i) % len(MARKERS)], LINE_STYLES[(i // cmap.N) % len(LINE_STYLES)])
+        name: Style(PALETTE[i % n], MARKERS[(i // n + i) % len(MARKERS)], LINE_STYLES[(i // n) % len(LINE_STYLES)])
         for i, name in enumerate(names)
     }
 
@@ -164,7 +172,7 @@ def _timelines(rows: Sequence[dict[str, Any]], names: list[str], title: str) -> 
     for ax, policy in zip(axes, shown):
         line = recorded[policy]["timeline"]
         gpus = np.asarray(line["gpus"], dtype=float)  # (num_points, num_regions)
-        ax.stackplot(line["t_h"], gpus.T, labels=line["regions"], step="post", colors=[colormaps["tab10"](i % 10) for i in range(gpus.shape[1])])
+        ax.stackplot(line["t_h"], gpus.T, labels=line["regions"], step="post", colors=[PALETTE[i % len(PALETTE)] for i in range(gpus.shape[1])])
         ax.axhline(sum(line["capacity"]), color="0.3", linestyle=":", linewidth=1)
         ax.set_title(policy, fontsize="small", loc="left")
     for ax in axes[len(shown):]:

@@ -13,6 +13,7 @@ import json
 import math
 import subprocess
 import tempfile
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -26,19 +27,15 @@ RESULTS_FILES = ("results.csv", "results.json")  # an --out folder holding eithe
 # Distributions whose versions a results file records, by import name (recorded only when importable).
 RECORDED_PACKAGES = {"gymnasium": "gymnasium", "numpy": "numpy", "torch": "torch", "stable_baselines3": "stable-baselines3", "sb3_contrib": "sb3-contrib"}
 GIT_TIMEOUT_S = 10.0
-# Columns of the markdown table: (metric key, header).
-TABLE_COLUMNS = (
-    ("avg_jct_h", "avg JCT (h)"),
-    ("p95_jct_h", "p95 JCT (h)"),
-    ("total_cost_usd", "cost ($)"),
-    ("energy_kwh", "energy (kWh)"),
-    ("carbon_kg", "carbon (kg)"),
-    ("gpu_utilization", "GPU util."),
-    ("stalled_job_fraction", "stalled frac."),
-    ("avg_comm_slowdown", "comm slowdown"),
-    ("max_link_utilization", "peak link util."),
-    (RETURN_KEY, "return"),
+# The markdown tables of each env, a few columns each so that a line stays within about 120 characters: (metric
+# key, header) per column. The last table also has the return's IQM.
+TABLE_GROUPS = (
+    (("avg_jct_h", "avg JCT (h)"), ("p95_jct_h", "p95 JCT (h)"), ("total_cost_usd", "cost ($)")),
+    (("energy_kwh", "energy (kWh)"), ("carbon_kg", "carbon (kg)"), ("gpu_utilization", "GPU util.")),
+    (("stalled_job_fraction", "stalled frac."), ("avg_comm_slowdown", "comm slowdown"), ("max_link_utilization", "peak link util.")),
+    ((RETURN_KEY, "return"),),
 )
+NOTE_WIDTH = 120  # the notes under the tables are wrapped to this many characters
 
 
 def check_output_folder(out: Path, force: bool = False) -> None:
@@ -118,23 +115,24 @@ def _bracket(low: float, high: float, fmt: str = "+.3f") -> str:
 
 
 def markdown_tables(summary: dict[str, Any], seeds: Sequence[int], reference: str = REFERENCE_POLICY) -> str:
-    """One markdown table per env: mean ± 95% CI per metric, with the % change vs ``reference`` in brackets, and
-    the return's IQM with its bootstrap interval."""
+    """Markdown tables per env (``TABLE_GROUPS``): mean ± 95% CI per metric, with the % change vs ``reference`` in
+    brackets; the last table ends with the return's IQM and its bootstrap interval."""
     blocks = []
     for env, policies in summary.items():
-        note = f"; (±x%) = change of the mean vs {reference} on the same seeds" if reference in policies else ""
         seed_text = f"seed {seeds[0]}" if len(seeds) == 1 else f"seeds {seeds[0]}–{seeds[-1]}"
-        lines = [
-            f"### {env}: {len(seeds)} episode(s), {seed_text}; mean ± {CONFIDENCE:.0%} CI (t){note}; "
-            f"IQM = interquartile mean over seeds, {CONFIDENCE:.0%} bootstrap CI",
-            "",
-            "| policy | " + " | ".join(header for _, header in TABLE_COLUMNS) + " | return IQM |",
-            "|---" * (len(TABLE_COLUMNS) + 2) + "|",
-        ]
-        for policy, stats in policies.items():
-            ret = stats[RETURN_KEY]
-            iqm_text = f"{_number(ret['iqm'])} {_bracket(ret['iqm_ci_low'], ret['iqm_ci_high'], '.4g')}".rstrip()
-            lines.append(f"| {policy} | " + " | ".join(_cell(stats[key]) for key, _ in TABLE_COLUMNS) + f" | {iqm_text} |")
+        change = f"; (±x%): change of the mean vs {reference}, same seeds" if reference in policies else ""
+        lines = [f"### {env}: {len(seeds)} episode(s), {seed_text}", "", f"Mean ± {CONFIDENCE:.0%} CI (t){change}."]
+        for i, group in enumerate(TABLE_GROUPS):
+            last = i == len(TABLE_GROUPS) - 1
+            headers = [header for _, header in group] + (["return IQM"] if last else [])
+            lines += ["", "| policy | " + " | ".join(headers) + " |", "|---" * (len(headers) + 1) + "|"]
+            for policy, stats in policies.items():
+                cells = [_cell(stats[key]) for key, _ in group]
+                if last:
+                    ret = stats[RETURN_KEY]
+                    cells.append(f"{_number(ret['iqm'])} {_bracket(ret['iqm_ci_low'], ret['iqm_ci_high'], '.4g')}".rstrip())
+                lines.append(f"| {policy} | " + " | ".join(cells) + " |")
+        lines += ["", f"return IQM: the interquartile mean over seeds, with its {CONFIDENCE:.0%} bootstrap CI."]
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks) + "\n"
 
@@ -163,12 +161,13 @@ def paired_tables(
             blocks.append("\n".join(lines))
     if not blocks:
         return ""
-    blocks.append(
+    blocks.append(textwrap.fill(
         f"Verdict: better / worse when the paired t-test's p-value, Holm-adjusted over all {family} comparisons above, is at "
         f"most {1 - confidence:.2g} (family-wise error {1 - confidence:.0%}); the CIs are per comparison, unadjusted. "
         f"P(a > policy): the chance that a's {metric} on one seed beats the policy's on another (0.5: neither tends "
-        f"higher), with a {confidence:.0%} bootstrap CI over seeds."
-    )
+        f"higher), with a {confidence:.0%} bootstrap CI over seeds.",
+        NOTE_WIDTH,
+    ))
     return "\n\n".join(blocks) + "\n"
 
 

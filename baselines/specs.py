@@ -140,6 +140,21 @@ def portable_spec(spec: str) -> str:
     return f"{label}={rest}" if label else rest
 
 
+def source_loaded(specs: Sequence[str]) -> list[str]:
+    """The names (label, else file name) of the specs that an available policy source loads from an existing path:
+    saved agents, whose loading imports torch and reads the model, several seconds where a scripted policy takes
+    milliseconds (a missing file, or a source that cannot load now, fails at once)."""
+    names = []
+    for spec in specs:
+        label, rest = split_label(spec)
+        if is_scripted(spec) or not Path(rest).exists():
+            continue
+        source = source_of(spec)
+        if source is not None and source.unavailable() is None:
+            names.append(label or Path(rest).name)
+    return names
+
+
 def is_scripted(spec: str) -> bool:
     """Whether ``spec`` names a scripted policy of this package (the comparisons' baselines)."""
     return split_label(spec)[1] in policy_names(include_slow=True)

@@ -221,7 +221,21 @@ class GeoPipeEnv(gym.Env):
         self.scenario, self.cost_weight, self._backend, self._profile_cache = self._mixture[index]
 
     # ------------------------------------------------------------------ gym API
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Start an episode: draw its scenario if the env has several (a mixture, uniformly), sample its world
+        (randomisation, price start day, job arrivals), both from the env's RNG, and advance to the first decision.
+
+        Args:
+            seed: seeds the env's RNG (``np_random``); None keeps drawing from the current one.
+            options: accepted for the Gymnasium API and not read.
+
+        Returns:
+            ``(observation, info)``: the observation ``Dict`` of the first decision, and ``info`` with
+                ``action_mask`` (the ``(Q·K + 1,)`` bool mask), ``time_h``, ``waiting``, ``running`` and
+                ``cost_usd``.
+        """
         super().reset(seed=seed)
         if len(self._mixture) > 1:
             self._use_scenario(int(self.np_random.integers(len(self._mixture))))
@@ -250,7 +264,24 @@ class GeoPipeEnv(gym.Env):
         self._advance_until_decision()
         return self._observe(), self._info()
 
-    def step(self, action):
+    def step(self, action: int) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+        """Take one decision and advance to the next one (or to the episode's end).
+
+        Args:
+            action: an integer in ``[0, Q·K]``. ``a < Q·K`` launches the job in queue slot ``a // K`` on strategy
+                ``a % K``'s candidate; ``Q·K`` waits until the next event. A masked or out-of-range action acts as
+                a wait and costs ``invalid_action_penalty``.
+
+        Returns:
+            ``(observation, reward, terminated, truncated, info)``. ``reward`` is
+                ``−(Σ_jobs-in-system Δt / T_ref + cost_weight · Δcost / C_ref)`` minus any penalty; ``terminated``
+                once every job has finished, ``truncated`` at the scenario's horizon; ``info`` has the keys of
+                ``reset``'s, and on the last step ``episode_metrics`` (``episode_metrics()``).
+
+        Raises:
+            TypeError: ``action`` is not an integer.
+            RuntimeError: before ``reset``, or after the episode has ended.
+        """
         if self.sim is None:
             raise RuntimeError("call reset() before step()")
         if self.terminated or self.truncated:
@@ -282,7 +313,19 @@ class GeoPipeEnv(gym.Env):
         step, so that a masked policy under an autoresetting vector env has an action to send there."""
         return self._mask.copy()
 
-    def render(self):
+    def render(self) -> str | np.ndarray | None:
+        """Draw the current state in the env's ``render_mode``.
+
+        Returns:
+            With ``"ansi"``, a text dashboard (``str``: regions, queue, running jobs with their paths, loaded
+                links), every line at most 120 characters. With ``"rgb_array"``, a ``(500, 1000, 3)`` uint8
+                picture of the same state: regions on a circle coloured by price with a ring of used GPUs, links by
+                capacity and utilisation, GPUs per region stacked by job. With no render mode, None (and a
+                warning).
+
+        Raises:
+            RuntimeError: before ``reset``, with a render mode.
+        """
         if self.render_mode is None:
             gym.logger.warn("render() called without a render_mode; pass render_mode='ansi' or 'rgb_array'")
             return None

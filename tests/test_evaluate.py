@@ -89,6 +89,36 @@ def test_bad_input_exits_2_with_a_message(args, message, tmp_path, capsys):
     assert not (tmp_path / "results.csv").exists()
 
 
+def _summary(policies: list[str]) -> dict:
+    """A summary of wide values: six-digit means and CIs, three-digit % changes, the shipped agent's long name."""
+    entry = {"mean": -123_456.7, "ci95": 234_567.8, "n": 10, "change_vs_reference_pct": -999.9}
+    ret = {**entry, "iqm": -123_456.7, "iqm_ci_low": -234_567.8, "iqm_ci_high": -12_345.6}
+    from baselines.report import TABLE_GROUPS
+
+    return {"GeoPipe-v0": {p: {key: dict(entry) for group in TABLE_GROUPS for key, _ in group} | {"return": ret} for p in policies}}
+
+
+def test_the_printed_tables_fit_120_characters():
+    """Every line of the tables geopipe-evaluate prints stays within 120 characters, also with 12 policies, six-digit
+    values and the shipped agent's name; every metric and every policy is in them."""
+    from baselines.report import TABLE_GROUPS, markdown_tables
+
+    policies = [*policy_names(include_aliases=False), "geopipe_v0_maskable_ppo"]
+    text = markdown_tables(_summary(policies), list(range(1000, 1010)))
+    assert max(len(line) for line in text.splitlines()) <= 120
+    headers = [line for line in text.splitlines() if line.startswith("| policy |")]
+    assert len(headers) == len(TABLE_GROUPS)
+    assert all(f"| {header} |" in text or f"| {header} " in text for group in TABLE_GROUPS for _, header in group)
+    for policy in policies:
+        assert sum(line.startswith(f"| {policy} |") for line in text.splitlines()) == len(TABLE_GROUPS)
+    assert "return IQM" in headers[-1]
+    from baselines.summary import Comparison
+
+    comparison = Comparison(-20.511, 6.64, 10, 0.01, 0.0195, "not significant", 0.82, 0.73, 0.98)
+    paired = paired_tables({"GeoPipe-v0": {policies[-1]: {p: comparison for p in policies[:-1]}}})
+    assert max(len(line) for line in paired.splitlines()) <= 120
+
+
 def test_process_pool_matches_in_process():
     """Episodes run in a spawn process pool give the same rows as in-process (the worker pickles)."""
     envs, seeds = [parse_env(TOY)], [1000, 1001]
@@ -283,6 +313,41 @@ def test_pool_workers_run_torch_on_one_thread():
     """Evaluation worker processes start with OMP_NUM_THREADS=1, so torch runs one thread in each."""
     with worker_pool(1) as pool:
         assert pool.submit(_torch_threads_in_worker).result() == ("1", 1)
+
+
+def _preloaded_in_worker(spec: str) -> tuple[bool, bool]:
+    import sys
+
+    return "torch" in sys.modules, spec in episodes._PRELOADED
+
+
+def test_pool_workers_load_the_agent_when_they_start():
+    """A worker of a pool told to preload a saved agent has imported torch and built the agent before its first
+    task, so the progress bar does not stall where the agent's episodes begin."""
+    pytest.importorskip("torch")
+    spec = str(pretrained_path())
+    with worker_pool(1, preload=[spec]) as pool:
+        assert pool.submit(_preloaded_in_worker, spec).result() == (True, True)
+    with worker_pool(1) as pool:
+        assert pool.submit(_preloaded_in_worker, spec).result() == (False, False)
+
+
+def test_a_saved_agent_is_announced_before_it_loads(tmp_path, capsys):
+    """While a saved agent loads (torch's import: seconds with no output otherwise) one line says so: in the driver
+    before the inputs are checked, and before the progress bar of a pool whose workers load it."""
+    pytest.importorskip("torch")
+    agent = str(pretrained_path())
+    name = pretrained_path().name
+    rows = run_episodes([parse_env(TOY)], ["lcf", agent], [1000], None, workers=2, progress=True)
+    assert [r["policy"] for r in rows] == ["lcf", pretrained_path().stem]
+    err = capsys.readouterr().err
+    assert err.startswith(f"episodes: each of the 2 workers loads {name} before its first episode")
+    run_episodes([parse_env(TOY)], ["lcf"], [1000], None, workers=2, progress=True)
+    assert "loads" not in capsys.readouterr().err  # scripted policies load at once
+    assert evaluate_cli.main(["--env", TOY, "--policies", "lcf", agent, "--seeds", "1", "--workers", "1", "--no-plots",
+                              "--out", str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith(f"geopipe-evaluate: loading {name}")
 
 
 def test_in_process_agent_episodes_run_torch_on_one_thread(monkeypatch):

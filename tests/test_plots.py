@@ -50,7 +50,20 @@ def test_paired_differences_show_each_policy_against_the_reference():
 
 
 def test_policy_styles_are_distinct():
-    """Up to 40 policies get 40 different (colour, marker, line style) triples; 12 get 12 different markers-or-colours."""
-    styles = plots.policy_styles([f"p{i}" for i in range(40)])
-    assert len({(s.color, s.marker, s.linestyle) for s in styles.values()}) == 40
-    assert len({(s.color, s.marker) for s in list(styles.values())[:NUM_POLICIES]}) == NUM_POLICIES
+    """Up to 80 policies get 80 different (colour, marker, line style) triples; up to 20, 20 different colours."""
+    styles = plots.policy_styles([f"p{i}" for i in range(80)])
+    assert len({(s.color, s.marker, s.linestyle) for s in styles.values()}) == 80
+    assert len({s.color for s in list(styles.values())[:20]}) == 20
+
+
+def test_the_default_policies_each_have_their_own_colour():
+    """Every scripted policy, the slow references and the shipped agent: no two share a colour (with ten colours,
+    bace-pipe and price-aware, the first and the eleventh, would)."""
+    from baselines import SLOW_REFERENCES
+    from baselines.specs import default_policy_specs
+
+    specs, _ = default_policy_specs()
+    names = [*specs, *SLOW_REFERENCES]
+    colours = [style.color for style in plots.policy_styles(names).values()]
+    assert len(names) >= 12
+    assert len(set(colours)) == len(names)

@@ -1,0 +1,42 @@
+"""The flagship tables (benchmarks/flagship_table.py) fit a docs page: two tables of at most six columns, the
+paired change against bace-pipe beside its mean."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import flagship_table  # noqa: E402
+
+MAX_COLUMNS = 6  # a docs table of more columns scrolls sideways
+
+
+def _episode(policy: str, seed: int, scale: float, finished: bool = True) -> dict:
+    return {
+        "env": "GeoPipe-v0", "policy": policy, "seed": seed, "cross_region_gpu_share": 0.5, "stalled_job_fraction": 0.1,
+        "avg_comm_slowdown": 1.1 if finished else None, "max_link_utilization": 0.9,
+        "jobs_completed": 40 if finished else 0, "avg_time_in_system_h": scale * (10 + seed),
+        "avg_jct_h": scale * (9 + seed) if finished else None, "total_cost_usd": scale * (1000 + seed),
+    }
+
+
+def test_two_tables_of_at_most_six_columns(tmp_path, capsys):
+    seeds = [1000, 1001, 1002]
+    episodes = [_episode("bace-pipe", s, 1.0) for s in seeds] + [_episode("sjf", s, 1.5) for s in seeds]
+    episodes += [_episode("ldf", s, 2.0, finished=False) for s in seeds]
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps({"envs": {"GeoPipe-v0": {}}, "seeds": seeds, "episodes": episodes}))
+    assert flagship_table.main([str(path)]) == 0
+    tables = [block for block in capsys.readouterr().out.split("\n\n") if block.startswith("|")]
+    assert len(tables) == 2
+    for table in tables:
+        lines = table.strip().splitlines()
+        assert all(line.count("|") - 1 <= MAX_COLUMNS for line in lines)
+        assert len({line.count("|") for line in lines}) == 1
+    outcomes = {line.split(" | ")[0].strip("| "): line for line in tables[1].splitlines()[2:]}
+    assert "%" not in outcomes["bace-pipe"]
+    # sjf takes 1.5x bace-pipe's time in system and cost on every seed: +50.0% beside each mean
+    assert outcomes["sjf"].count("(+50.0 ± ") == 2
+    assert "| — |" in outcomes["ldf"]  # no finished job: no JCT
