@@ -1,6 +1,6 @@
 """Draw how one WAN boundary slows a pipeline, by data-parallel degree: the figure of docs/physics.md.
 
-A Llama-3.1-405B job of GeoPipe-v0's shape (t = 8 GPUs per stage on H100, S = 16 stages, 32 micro-batches of one
+A Llama-3.1-405B job of GeoPipe-Abundant-v0's shape (t = 8 GPUs per stage on H100, S = 16 stages, 32 micro-batches of one
 8,192-token sequence per replica) is split 8 + 8 stages over two regions, alone on a link of the given bandwidth
 and 40 ms one-way latency. Its iteration time, from the analytic 1F1B model with the job's rate capped by the link
 (``min(demand, capacity)``) and its ring all-reduce, is divided by the same stages with every boundary inside one

@@ -2,10 +2,11 @@
 
 Measures, in rounds: starting a local Ray instance (2 CPUs) and a simulated two-node cluster
 (ray.cluster_utils.Cluster, one CPU a node); the resident memory (RSS) of Ray's own processes and of a task worker
-after it ran GeoPipe-v0 episodes; and, with RLlib, building masked PPO with 2 env runners and the RSS of each env
-runner and of the driver after one iteration. Needs the ``rllib`` extra (Linux: reads /proc)::
+after it ran episodes of ``--env`` (an env id or scenario file; default GeoPipe-v0); and, with RLlib, building masked
+PPO with 2 env runners on the same world and the RSS of each env runner and of the driver after one iteration. Needs
+the ``rllib`` extra (Linux: reads /proc)::
 
-    python benchmarks/ray_costs.py --rounds 2
+    python benchmarks/ray_costs.py --rounds 2 [--env GeoPipe-v0]
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from baselines import ray_backend  # noqa: E402
+from baselines.episodes import run_episode  # noqa: E402
 from baselines.specs import parse_env  # noqa: E402
 
 NODE_ARGS = {"num_cpus": 1, "node_ip_address": "127.0.0.1", "include_dashboard": False}
@@ -59,6 +61,7 @@ def own_rss_mib() -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", default="GeoPipe-v0", help="env id or scenario .yaml (default GeoPipe-v0)")
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args(argv)
     ray_backend.prepare_environment()
@@ -71,15 +74,16 @@ def main(argv: list[str] | None = None) -> int:
 
     starts: dict[str, list[float]] = defaultdict(list)
     memory: dict[str, list[float]] = defaultdict(list)
-    tasks = [(parse_env("GeoPipe-v0"), "bace-pipe", seed, None, False) for seed in (1000, 1001)]
+    tasks = [ray_backend.portable_task((parse_env(args.env), "bace-pipe", seed, None, False)) for seed in (1000, 1001)]
+    env = tasks[0][0]  # a scenario file as an absolute path, for the Ray workers
     for _ in range(args.rounds):
         started = time.perf_counter()
         ray_backend.connect(num_cpus=2)
         starts["local instance (2 CPUs), ray.init"].append(time.perf_counter() - started)
         started = time.perf_counter()
         remote_chunk = ray.remote(num_cpus=1)(ray_backend.run_chunk)
-        ray.get([remote_chunk.remote([task]) for task in tasks])
-        starts["first 2 tasks of 1 GeoPipe-v0 episode each (worker start + episode)"].append(time.perf_counter() - started)
+        ray.get([remote_chunk.remote(run_episode, [task]) for task in tasks])
+        starts[f"first 2 tasks of 1 {args.env} episode each (worker start + episode)"].append(time.perf_counter() - started)
         for name, values in rss_mib_by_process().items():
             memory[f"sweep: {name}"].extend(values)
         ray_backend.disconnect()
@@ -90,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
         starts["two-node cluster (Cluster, head + 1 node)"].append(time.perf_counter() - started)
         cluster.shutdown()
 
-        plan = rllib_training.plan_run(None, "GeoPipe-v0", 0, {"num_env_runners": 2, "env_kwargs": {}}, 1)
+        env_kwargs = {} if env.scenario is None else {"scenario": env.scenario}
+        plan = rllib_training.plan_run(None, env.env_id, 0, {"num_env_runners": 2, "env_kwargs": env_kwargs}, 1)
         started = time.perf_counter()
         ray_backend.connect(num_cpus=2, extra="rllib")
         register_env(rllib_training.ENV_NAME, make_masked_env)

@@ -2,9 +2,11 @@
 cluster simulated on this machine (ray.cluster_utils.Cluster, one CPU a node), run interleaved in rounds.
 
 Each run is ``python evaluate.py --no-plots --workers 2`` in a fresh process (start-up included), on the same
-episodes; the script checks that every run wrote the same results.csv. Needs the ``ray`` extra::
+episodes of ``--env`` (an env id or scenario file, as evaluate.py takes it; default GeoPipe-v0); the script checks
+that every run wrote the same results.csv. Needs the ``ray`` extra::
 
     python benchmarks/ray_sweep.py --seeds 100 --rounds 2      # 11 scripted policies x 100 seeds = 1,100 episodes
+    python benchmarks/ray_sweep.py --env GeoPipe-Abundant-v0 --seeds 100 --rounds 3   # the sweep of docs/ray.md
 """
 
 from __future__ import annotations
@@ -26,11 +28,11 @@ NODE_ARGS = {"num_cpus": 1, "node_ip_address": "127.0.0.1", "include_dashboard":
 BACKENDS = ("process", "ray", "ray two-node")
 
 
-def run_evaluate(out: Path, seeds: int, extra: list[str]) -> tuple[float, float]:
-    """(wall seconds of one ``evaluate.py`` run writing to ``out``, the seconds it reports from the first episode's
-    start to the files written: the wall time less the interpreter's start and imports)."""
+def run_evaluate(out: Path, env: str, seeds: int, extra: list[str]) -> tuple[float, float]:
+    """(wall seconds of one ``evaluate.py`` run on ``env`` writing to ``out``, the seconds it reports from the first
+    episode's start to the files written: the wall time less the interpreter's start and imports)."""
     command = [sys.executable, str(ROOT / "evaluate.py"), "--policies", *policy_names(include_aliases=False), "--seeds", str(seeds),
-               "--workers", "2", "--no-plots", "--out", str(out), *extra]
+               "--env", env, "--workers", "2", "--no-plots", "--out", str(out), *extra]
     started = time.perf_counter()
     output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     wall_s = time.perf_counter() - started
@@ -39,6 +41,7 @@ def run_evaluate(out: Path, seeds: int, extra: list[str]) -> tuple[float, float]
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", default="GeoPipe-v0", help="env id or scenario .yaml (default GeoPipe-v0)")
     parser.add_argument("--seeds", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args(argv)
@@ -58,16 +61,16 @@ def main(argv: list[str] | None = None) -> int:
                     cluster.add_node(**NODE_ARGS)
                     cluster_start_s.append(time.perf_counter() - started)
                     try:
-                        times[backend].append(run_evaluate(out, args.seeds, ["--backend", "ray", "--ray-address", cluster.address]))
+                        times[backend].append(run_evaluate(out, args.env, args.seeds, ["--backend", "ray", "--ray-address", cluster.address]))
                     finally:
                         cluster.shutdown()
                 else:
-                    times[backend].append(run_evaluate(out, args.seeds, ["--backend", backend]))
+                    times[backend].append(run_evaluate(out, args.env, args.seeds, ["--backend", backend]))
                 outputs.append((out / "results.csv").read_text())
                 print(f"round {round_index + 1} {backend}: {times[backend][-1][0]:.1f} s ({times[backend][-1][1]:.1f} s after imports)", flush=True)
         same = all(text == outputs[0] for text in outputs)
     episodes = len(policy_names(include_aliases=False)) * args.seeds
-    print(f"\n{episodes} episodes per run, {args.rounds} round(s) interleaved; every results.csv identical: {same}\n")
+    print(f"\n{args.env}: {episodes} episodes per run, {args.rounds} round(s) interleaved; every results.csv identical: {same}\n")
     print("| backend | wall time per run (s) | mean (s) | ratio to process | after imports, mean (s) | ratio to process |")
     print("|---|---|---|---|---|---|")
     base = [statistics.mean(t[i] for t in times["process"]) for i in (0, 1)]

@@ -1,12 +1,12 @@
-"""Training throughput on GeoPipe-v0: RLlib masked PPO (0, 1, 2 env runners) against SB3 MaskablePPO (1, 2 envs),
+"""Training throughput on a GeoPipe env: RLlib masked PPO (0, 1, 2 env runners) against SB3 MaskablePPO (1, 2 envs),
 with the same batch and network, run interleaved in rounds.
 
 Both learn from 512 env steps per update in minibatches of 128 for 10 epochs, with a [128, 128] tanh MLP for the
 policy and another for the value, no normalisation, torch on one thread in every process. Each run is a fresh
 process; it reports the env steps per second of learning (updates included, start-up excluded) and the start-up
-(imports, Ray, workers, model). Needs the ``rllib`` extra::
+(imports, Ray, workers, model). ``--env`` is a registered env id (default GeoPipe-v0). Needs the ``rllib`` extra::
 
-    python benchmarks/rllib_throughput.py --timesteps 20480 --rounds 2
+    python benchmarks/rllib_throughput.py --timesteps 20480 --rounds 2 [--env GeoPipe-v0]
 """
 
 from __future__ import annotations
@@ -24,13 +24,12 @@ STARTED = time.perf_counter()
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-ENV_ID = "GeoPipe-v0"
 BATCH = {"rollout": 512, "minibatch": 128, "epochs": 10, "net": [128, 128]}
 RUNS = ("rllib 0 runners", "rllib 1 runner", "rllib 2 runners", "sb3 1 env", "sb3 2 envs")
 
 
-def one_run(name: str, timesteps: int) -> dict[str, float]:
-    """Train one configuration for about ``timesteps`` env steps; (start-up s, learning s, env steps)."""
+def one_run(name: str, env_id: str, timesteps: int) -> dict[str, float]:
+    """Train one configuration on ``env_id`` for about ``timesteps`` env steps; (start-up s, learning s, env steps)."""
     import torch
 
     torch.set_num_threads(1)
@@ -42,7 +41,7 @@ def one_run(name: str, timesteps: int) -> dict[str, float]:
 
             overrides = {"num_env_runners": workers, "train_batch_size": BATCH["rollout"], "minibatch_size": BATCH["minibatch"],
                          "num_epochs": BATCH["epochs"], "fcnet_hiddens": BATCH["net"], "env_kwargs": {}, "n_timesteps": timesteps}
-            plan = rllib_training.plan_run(None, ENV_ID, 0, overrides, 1)
+            plan = rllib_training.plan_run(None, env_id, 0, overrides, 1)
             ray_backend.connect(num_cpus=max(2, workers), extra="rllib")
             from ray.tune.registry import register_env
 
@@ -63,8 +62,8 @@ def one_run(name: str, timesteps: int) -> dict[str, float]:
         overrides = {"n_envs": workers, "n_steps": BATCH["rollout"] // workers, "batch_size": BATCH["minibatch"], "n_epochs": BATCH["epochs"],
                      "policy": "MultiInputPolicy", "policy_kwargs": {"net_arch": BATCH["net"]}, "normalize": False, "env_kwargs": {},
                      "n_timesteps": timesteps}
-        plan = training.plan_run("maskable_ppo", ENV_ID, 0, overrides, 1)
-        venv = training.make_vec_env(ENV_ID, plan.hyperparams, 0)
+        plan = training.plan_run("maskable_ppo", env_id, 0, overrides, 1)
+        venv = training.make_vec_env(env_id, plan.hyperparams, 0)
         model = training.build_model(plan, venv, Path(folder), verbose=0)
         model.learn(BATCH["rollout"])  # the first update warms up like RLlib's; not timed
         ready = time.perf_counter()
@@ -76,24 +75,25 @@ def one_run(name: str, timesteps: int) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", default="GeoPipe-v0", help="the GeoPipe env id to train on (default GeoPipe-v0)")
     parser.add_argument("--timesteps", type=int, default=20_480)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--one", choices=RUNS, help=argparse.SUPPRESS)  # a single run, in this process
     args = parser.parse_args(argv)
     if args.one:
-        print(json.dumps(one_run(args.one, args.timesteps)))
+        print(json.dumps(one_run(args.one, args.env, args.timesteps)))
         return 0
     results: dict[str, list[dict[str, float]]] = {name: [] for name in RUNS}
     for round_index in range(args.rounds):
         for name in RUNS:
             started = time.perf_counter()
-            output = subprocess.run([sys.executable, __file__, "--one", name, "--timesteps", str(args.timesteps)],
+            output = subprocess.run([sys.executable, __file__, "--one", name, "--env", args.env, "--timesteps", str(args.timesteps)],
                                     check=True, capture_output=True, text=True).stdout
             result = json.loads(output.strip().splitlines()[-1])
             result["wall_s"] = time.perf_counter() - started
             results[name].append(result)
             print(f"round {round_index + 1} {name}: {result['steps'] / result['learn_s']:.0f} steps/s, start-up {result['startup_s']:.1f} s", flush=True)
-    print(f"\n{ENV_ID}, {args.timesteps} timed env steps a run, {args.rounds} round(s) interleaved; batch {BATCH}\n")
+    print(f"\n{args.env}, {args.timesteps} timed env steps a run, {args.rounds} round(s) interleaved; batch {BATCH}\n")
     print("| run | learning steps/s (each round) | mean steps/s | ratio to sb3 1 env | start-up (s) |")
     print("|---|---|---|---|---|")
     rate = {name: [r["steps"] / r["learn_s"] for r in rs] for name, rs in results.items()}

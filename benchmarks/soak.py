@@ -9,7 +9,7 @@ Prints the RSS samples (MiB), the growth from the first sample taken after warm-
 (``ru_maxrss``); exits 1 if the growth exceeds ``--max-growth-mib`` (2 MiB). Seeds run 0, 1, 2, ... with a masked random policy; every episode is checked to end cleanly.
 
 The warm-up (``--warmup-steps``, 100,000) is how long the process's bounded caches take to reach their size on
-GeoPipe-v0: the compiled candidate table's layout table first fills (8 MiB of path lines, then it empties and keeps
+GeoPipe-Abundant-v0: the compiled candidate table's layout table first fills (8 MiB of path lines, then it empties and keeps
 its arrays) after about 60,000 steps, and the Python layout and iteration-time caches fill in about as many.
 Growth after that would be memory that no bound holds.
 """

@@ -1,6 +1,7 @@
 """Training throughput by vector env: MaskablePPO steps/s with envs in this process or in worker processes.
 
-Usage: ``python benchmarks/vec_env_throughput.py [--rounds 3] [--timesteps 8192] [--scenario geopipe-v0-wide]``.
+Usage: ``python benchmarks/vec_env_throughput.py [--rounds 3] [--timesteps 8192] [--env GeoPipe-v0]
+[--scenario geopipe-v0-wide]``. ``--scenario ''`` runs the env id's own world.
 
 Every configuration trains the shipped agent's policy (``CandidateScoringPolicy``) with the same rollout size per
 update (1,024 steps: ``n_steps = 1024 / n_envs``), minibatch and epochs, so they differ only in how the envs are
@@ -30,8 +31,8 @@ ROLLOUT = 1024  # steps per update, over all envs
 CONFIGS = (("dummy", 1), ("dummy", 4), ("dummy", 8), ("subproc", 2), ("subproc", 4))
 
 
-def steps_per_second(kind: str, n_envs: int, timesteps: int, scenario: str) -> float:
-    fns = [lambda: make_env("GeoPipe-v0", {"scenario": scenario}) for _ in range(n_envs)]
+def steps_per_second(kind: str, n_envs: int, timesteps: int, env_id: str, scenario: str) -> float:
+    fns = [lambda: make_env(env_id, {"scenario": scenario} if scenario else {}) for _ in range(n_envs)]
     venv = SubprocVecEnv(fns) if kind == "subproc" else DummyVecEnv(fns)
     venv.seed(0)
     venv = VecNormalize(venv, norm_obs=False, norm_reward=True, gamma=1.0)
@@ -51,17 +52,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--timesteps", type=int, default=8192)
-    parser.add_argument("--scenario", default="geopipe-v0-wide")
+    parser.add_argument("--env", default="GeoPipe-v0", help="the GeoPipe env id to train on (default GeoPipe-v0)")
+    parser.add_argument("--scenario", default="geopipe-v0-wide", help="its scenario ('': the env id's own)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     rates: dict[tuple[str, int], list[float]] = {c: [] for c in CONFIGS}
     for r in range(args.rounds):
         order = CONFIGS[r % len(CONFIGS):] + CONFIGS[: r % len(CONFIGS)]
         for kind, n in order:
-            rates[(kind, n)].append(steps_per_second(kind, n, args.timesteps, args.scenario))
+            rates[(kind, n)].append(steps_per_second(kind, n, args.timesteps, args.env, args.scenario))
             print(f"round {r + 1}: {kind} × {n}: {rates[(kind, n)][-1]:.0f} steps/s", flush=True)
     base = statistics.median(rates[("dummy", 1)])
-    print(f"\n{os.cpu_count()} CPUs, {args.rounds} rounds of {args.timesteps} steps, scenario {args.scenario}")
+    print(f"\n{os.cpu_count()} CPUs, {args.rounds} rounds of {args.timesteps} steps, {args.env}, scenario "
+          f"{args.scenario or 'its own'}")
     print("| vec env | envs | steps/s (median) | range | vs 1 in-process env |\n|---|---|---|---|---|")
     for (kind, n), values in rates.items():
         med = statistics.median(values)
