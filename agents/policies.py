@@ -18,7 +18,7 @@ Deterministic play takes the mode of the decision, not of the action (:func:`dec
 gives wait at least the probability of launching anything, else its most probable launch. The argmax over all
 actions would wait whenever the launch probability is spread over many valid actions: a young policy that
 launches with probability 0.93, split over 56 valid launches of at most 0.024 each, against a wait of 0.07, was
-measured to wait at every decision of a GeoPipe-v0 episode. Sampling (training, ``deterministic=False``) is the
+measured to wait at every decision of an episode of GeoPipe-Abundant-v0's world. Sampling (training, ``deterministic=False``) is the
 ordinary categorical draw.
 """
 

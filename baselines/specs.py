@@ -94,7 +94,13 @@ class PolicySource(Protocol):
 
 
 def _entry_points() -> list[importlib.metadata.EntryPoint]:
-    return list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+    """The group's entry points, each once: a package seen twice (an installed copy and the ``*.egg-info`` that an
+    editable install leaves in the source folder, found when the folder is on ``sys.path``) lists its entry points
+    twice."""
+    seen = {}
+    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        seen.setdefault((ep.name, ep.value), ep)
+    return list(seen.values())
 
 
 def policy_sources() -> list[PolicySource]:

@@ -399,3 +399,4 @@ def warm_up() -> None:
         table.places, 0, 0,
     )
     rebuild_index(new_layout_index(1), table.layout_i, table.places, 1)
+    index_layout(table.index, slot, 0)  # an executor layout's own entry (LayoutTable._store_executor)

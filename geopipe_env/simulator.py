@@ -809,3 +809,8 @@ def warm_up() -> None:
     series = HourlyIntegral(np.ones((1, 2)))
     series.integral(0.0, 1.0)
     series.weighted_integral((0,), (1.0,), 0.0, 1.0)
+    # The schedule executor, as an executor schedule's timing (read-only arrays, a cadence floor) and the exact
+    # timing (a cadence floor already applied) call it.
+    executor = schedule.executor_model(np.ones(2), 2.0 * np.ones(2), np.ones(1), np.zeros(1), 2, schedule.ONE_F_ONE_B)
+    executor.total_s(0.0)
+    executor.execute()

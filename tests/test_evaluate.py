@@ -431,3 +431,22 @@ def test_bad_own_policies_are_one_line_errors(tmp_path, monkeypatch, capsys, spe
         evaluate.main(["--env", TOY, "--policies", spec, "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert exc.value.code == 2 and message in err and err.count("\n") == 1, err
+
+
+def test_a_package_seen_twice_registers_its_policies_once(tmp_path, monkeypatch):
+    """An editable install leaves ``<dist>.egg-info`` in the source folder; run from there, the package's entry
+    points are listed twice. The default policies still hold the shipped agent once."""
+    import importlib.metadata
+
+    from baselines import specs
+
+    real = importlib.metadata.entry_points
+
+    def twice(**kwargs):
+        found = list(real(**kwargs))
+        return found + found
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", twice)
+    assert len(specs._entry_points()) == len({(ep.name, ep.value) for ep in real(group=specs.ENTRY_POINT_GROUP)}) >= 1
+    default, _ = specs.default_policy_specs()
+    assert len(default) == len(set(default))

@@ -423,6 +423,37 @@ def run_program(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_
 
 
 @jit
+def _unpack(prog):
+    """The packed program's arrays (:func:`_pack`): chunk_device, chunk_next, chunk_prev, device_ops, ops."""
+    num_devices, num_chunks, num_ops = prog[_H_D], prog[_H_K], prog[_H_N]
+    at = _HEADER
+    chunk_device = prog[at:at + num_chunks]
+    chunk_next = prog[at + num_chunks:at + 2 * num_chunks]
+    chunk_prev = prog[at + 2 * num_chunks:at + 3 * num_chunks]
+    at += 3 * num_chunks
+    device_ops = prog[at:at + num_devices + 1]
+    ops = prog[at + num_devices + 1:at + num_devices + 1 + 3 * num_ops]
+    return chunk_device, chunk_next, chunk_prev, device_ops, ops
+
+
+@jit
+def _slot_times(chunk_prev, m):
+    """Per (chunk, micro-batch), as ``chunk · M + micro-batch``: when the activation arrives at its F (0 for the
+    first chunks of a pipeline), the gradient at its backward, and when its F and its D (or B) ended; −1 while not
+    known."""
+    size = chunk_prev.shape[0] * m
+    act_at = np.full(size, -1.0)
+    grad_at = np.full(size, -1.0)
+    f_end = np.full(size, -1.0)
+    d_end = np.full(size, -1.0)
+    for c in range(chunk_prev.shape[0]):
+        if chunk_prev[c] < 0:
+            for j in range(m):
+                act_at[c * m + j] = 0.0
+    return act_at, grad_at, f_end, d_end
+
+
+@jit
 def _single_senders(num_devices, link_of, num_links):
     """Whether every link is sent on by one device only (a device's messages to two others may share no link with
     another device's)."""
@@ -446,23 +477,8 @@ def _run_fixed(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_f
     inputs allow, until every op has run (a cycle in the order leaves ops unrun and is reported by
     :func:`execute`)."""
     num_devices, num_chunks, m = prog[_H_D], prog[_H_K], prog[_H_M]
-    num_ops = prog[_H_N]
-    at = _HEADER
-    chunk_device = prog[at:at + num_chunks]
-    chunk_next = prog[at + num_chunks:at + 2 * num_chunks]
-    chunk_prev = prog[at + 2 * num_chunks:at + 3 * num_chunks]
-    at += 3 * num_chunks
-    device_ops = prog[at:at + num_devices + 1]
-    ops = prog[at + num_devices + 1:at + num_devices + 1 + 3 * num_ops]
-    size = num_chunks * m
-    act_at = np.full(size, -1.0)
-    grad_at = np.full(size, -1.0)
-    f_end = np.full(size, -1.0)
-    d_end = np.full(size, -1.0)
-    for c in range(num_chunks):
-        if chunk_prev[c] < 0:
-            for j in range(m):
-                act_at[c * m + j] = 0.0
+    chunk_device, chunk_next, chunk_prev, device_ops, ops = _unpack(prog)
+    act_at, grad_at, f_end, d_end = _slot_times(chunk_prev, m)
     link_free = np.zeros(link_x.shape[0])
     memory = np.zeros(num_devices)
     free_at = np.zeros(num_devices)
@@ -544,25 +560,10 @@ def _run_events(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_
                 out_peak, out_order, out_start):
     """:func:`run_program` as an event simulation (module docstring): any program."""
     num_devices, num_chunks, m = prog[_H_D], prog[_H_K], prog[_H_M]
-    pipes, split, greedy, num_ops = prog[_H_P], prog[_H_SPLIT], prog[_H_GREEDY], prog[_H_N]
-    at = _HEADER
-    chunk_device = prog[at:at + num_chunks]
-    chunk_next = prog[at + num_chunks:at + 2 * num_chunks]
-    chunk_prev = prog[at + 2 * num_chunks:at + 3 * num_chunks]
-    at += 3 * num_chunks
-    device_ops = prog[at:at + num_devices + 1]
-    ops = prog[at + num_devices + 1:at + num_devices + 1 + 3 * num_ops]
-    # Per (chunk, micro-batch): when the activation arrives at its F, the gradient at its backward, and when its F, D
-    # (or B) and W ended (−1: not yet known).
+    pipes, split, greedy = prog[_H_P], prog[_H_SPLIT], prog[_H_GREEDY]
+    chunk_device, chunk_next, chunk_prev, device_ops, ops = _unpack(prog)
+    act_at, grad_at, f_end, d_end = _slot_times(chunk_prev, m)
     size = num_chunks * m
-    act_at = np.full(size, -1.0)
-    grad_at = np.full(size, -1.0)
-    f_end = np.full(size, -1.0)
-    d_end = np.full(size, -1.0)
-    for c in range(num_chunks):
-        if chunk_prev[c] < 0:
-            for j in range(m):
-                act_at[c * m + j] = 0.0
     # The greedy rule's two limits on forwards. On one chunk per device (ZB-H1), at most ``window[c]`` micro-batches
     # sit between their F and their backward, 1F1B's S − i, while weight gradients may wait within the budget. Where
     # micro-batches come back to a device (V, wave and two-way placements), a micro-batch's first F on a device needs
