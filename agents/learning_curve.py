@@ -7,9 +7,10 @@ when training starts). To redraw it by hand::
 
     python -m agents.learning_curve runs/<run> [--out curve.png] [--references bace-pipe sjf rollout ...]
 
-``--references`` first plays those policies (scripted names, ``rollout`` included) on the run's evaluation env and
-seeds (from its ``args.yml`` and ``config.yml``) and replaces ``reference_returns.csv`` with their rows; the line
-of the best scripted policy among them is marked as such.
+``--references`` first plays those policies (scripted names, ``rollout`` and ``optimal`` included) on the run's
+evaluation env and seeds (from its ``args.yml`` and ``config.yml``) and replaces ``reference_returns.csv`` with
+their rows; the line of the best scripted policy among them is marked as such (the slow references, dotted, are
+not scripted policies).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import numpy as np
 import yaml
 from matplotlib.figure import Figure
 
-from baselines import make_policy
+from baselines import SLOW_REFERENCES, make_policy  # SLOW_REFERENCES: the rollouts and the optimum, not scripted
 from baselines.plots import policy_styles
 from baselines.policy import Policy, play_episode
 from baselines.stats import mean_ci
@@ -107,11 +108,11 @@ def plot_learning_curve(run_dir: Path, out: Path | None = None, title: str | Non
     ax.plot(timesteps, means, marker="o", markersize=3, color="black", label="agent (deterministic, masked)")
     references = read_references(run_dir)
     styles = policy_styles(list(references))  # a colour per reference, none repeated up to 20
-    scripted = {n: v for n, v in references.items() if not n.startswith("rollout")}
+    scripted = {n: v for n, v in references.items() if n not in SLOW_REFERENCES}
     best = max(scripted, key=scripted.get) if len(scripted) > 1 else None
     for name, value in references.items():
         label = f"{name}{' (best scripted)' if name == best else ''} ({value:.2f})"
-        ax.axhline(value, color=styles[name].color, linestyle=":" if name.startswith("rollout") else "--", linewidth=1.4, label=label)
+        ax.axhline(value, color=styles[name].color, linestyle=":" if name in SLOW_REFERENCES else "--", linewidth=1.4, label=label)
     if references:
         # Zoom on the scripted policies' level: the first evaluations of a fresh policy can lie far below it.
         low_ref = min(references.values())

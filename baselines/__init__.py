@@ -29,10 +29,13 @@ _FACTORIES: dict[str, Callable[[], Policy]] = {
     # Slow references, left out of the default lists: one-step rollout over a base policy (baselines.rollout).
     "rollout": lambda: _rollout("bace-pipe"),
     "rollout-sjf": lambda: _rollout("sjf"),
+    # The exact optimum of each episode by branch and bound over env copies (baselines.optimal): small worlds only.
+    "optimal": lambda: _optimal(),
 }
 
-# Each decision plays the episode out on copies of the env, so these run only when named (docs/policies.md).
-SLOW_REFERENCES = ("rollout", "rollout-sjf")
+# Each decision plays the episode out on copies of the env (the rollouts), or each episode is solved exactly before
+# it is played (optimal), so these run only when named (docs/policies.md).
+SLOW_REFERENCES = ("rollout", "rollout-sjf", "optimal")
 
 
 ALIASES = {"delay-first": "cr-ldf", "cost-first": "cr-lcf"}  # the paper's family names for the same policies
@@ -42,6 +45,12 @@ def _rollout(base: str) -> Policy:
     from baselines.rollout import RolloutPolicy
 
     return RolloutPolicy(base)
+
+
+def _optimal() -> Policy:
+    from baselines.optimal import OptimalPolicy
+
+    return OptimalPolicy()
 
 
 def policy_names(include_aliases: bool = True, include_slow: bool = False) -> tuple[str, ...]:

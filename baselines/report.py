@@ -211,14 +211,16 @@ def write_json(rows: Sequence[dict[str, Any]], summary: dict[str, Any], envs: Se
     episodes = [{k: v for k, v in r.items() if k != "timeline"} for r in rows]
     document = {**meta, "reference_policy": REFERENCE_POLICY, "envs": out_envs, "episodes": episodes}
     with open(path, "w") as f:
-        json.dump(_json_safe(document), f, indent=1, allow_nan=False)
+        json.dump(json_safe(document), f, indent=1, allow_nan=False)
 
 
-def _json_safe(value: Any) -> Any:
+def json_safe(value: Any) -> Any:
+    """``value`` (nested dicts, lists and tuples) with every NaN or infinite float replaced by None, so that
+    ``json.dump(..., allow_nan=False)`` writes standard JSON."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
+        return {k: json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
+        return [json_safe(v) for v in value]
     return value

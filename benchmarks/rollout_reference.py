@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -32,8 +31,8 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 from baselines.policy import DEFAULT_SEED_START  # noqa: E402
+from baselines.report import json_safe, provenance  # noqa: E402
 from baselines.specs import build_policy, parse_env  # noqa: E402
-from baselines.report import provenance  # noqa: E402
 from baselines.policy import play_episode  # noqa: E402
 from baselines.rollout import RolloutPolicy  # noqa: E402
 from baselines.stats import mean_ci  # noqa: E402
@@ -84,16 +83,6 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return summary
 
 
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_json_safe(v) for v in value]
-    return value
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--env", default="GeoPipe-v0", help="env id or scenario .yaml (default GeoPipe-v0)")
@@ -134,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with open(args.out, "w") as f:
-        json.dump(_json_safe(document), f, indent=1, allow_nan=False)
+        json.dump(json_safe(document), f, indent=1, allow_nan=False)
     print(f"results in {args.out}")
     return 0
 

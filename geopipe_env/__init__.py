@@ -18,6 +18,7 @@ ENV_IDS = {
     "GeoPipe-Paper-v0": "paper",
     "GeoPipe-Paper24-v0": "paper-24",
     "GeoPipe-Toy-v0": "toy",
+    "GeoPipe-Small-v0": "small",
 }
 
 for _env_id, _scenario in ENV_IDS.items():

@@ -1,4 +1,5 @@
-"""The shipped agent in agents/pretrained/: it loads, geopipe-evaluate picks it up, and it plays valid episodes."""
+"""The shipped agents in agents/pretrained/: they load, geopipe-evaluate picks the GeoPipe-v0 one up, and they play
+valid episodes."""
 
 from pathlib import Path
 
@@ -55,3 +56,22 @@ def test_shipped_agent_acts_validly_on_a_scenario_it_was_not_trained_on():
     leaves some jobs waiting there."""
     _, info = play_episode(gym.make("GeoPipe-Paper-v0"), load_agent(AGENT), 1000)
     assert info["episode_metrics"]["invalid_actions"] == 0
+
+
+SMALL_AGENT = PRETRAINED / "small_maskable_ppo.zip"
+
+
+@pytest.mark.parametrize("seed", [1002, 1003, 1004])
+def test_small_suite_agent_plays_validly_and_never_above_the_optimum(seed):
+    """The agent trained on GeoPipe-Small-v0 ships with its normalisation statistics, finishes held-out episodes
+    with valid actions only, and earns no more than the exact optimum of the same episode."""
+    from baselines.optimal import solve
+
+    assert SMALL_AGENT.with_name(SMALL_AGENT.stem + "_vecnormalize.pkl").is_file()
+    env = gym.make("GeoPipe-Small-v0")
+    episode_return, info = play_episode(env, load_agent(SMALL_AGENT), seed)
+    assert info["episode_metrics"]["invalid_actions"] == 0
+    assert info["episode_metrics"]["jobs_completed"] == len(env.unwrapped.world.jobs)
+    env.reset(seed=seed)
+    optimum = solve(env, progress_every_s=None)
+    assert optimum.proven and episode_return <= optimum.episode_return + 1e-9 * abs(optimum.episode_return)
