@@ -9,6 +9,7 @@ test tried.
 import importlib.util
 import os
 import re
+import signal
 from collections import Counter
 from pathlib import Path
 
@@ -36,6 +37,16 @@ def readme_link_targets() -> list[str]:
     """The relative link and image targets of README.md (anchors dropped; absolute URLs left out)."""
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     return re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", readme)
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+# subprocess.Popen keywords that start a child as a terminal's foreground job: its own process group, with Ctrl-C's
+# default action, which Python turns into KeyboardInterrupt (a test run in the background of a shell inherits SIGINT
+# ignored, and the child would never see the Ctrl-C a test sends it).
+FOREGROUND_JOB = {"start_new_session": True, "preexec_fn": _default_sigint}
 
 
 def load_script(name: str):

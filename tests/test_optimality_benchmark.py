@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import FOREGROUND_JOB
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -79,7 +80,7 @@ def test_ctrl_c_reports_the_best_plan_so_far(tmp_path):
     run = subprocess.Popen(
         [sys.executable, str(ROOT / "benchmarks" / "optimality.py"), "--env", str(world), "--seed-start", "1006",
          "--seeds", "2", "--policies", "bace-pipe", "--agents", "--progress-every", "0.5", "--out", str(out)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **FOREGROUND_JOB,
     )
     for line in run.stderr:  # the first progress line: the search is under way
         if line.startswith("optimal seed 1006:"):

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from conftest import FOREGROUND_JOB
 
 from agents import train_cli
 from agents.callbacks import checkpoints, replace_atomically
@@ -37,8 +38,7 @@ def start_training(log_dir: Path, *args: str) -> subprocess.Popen:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg", "PYTHONUNBUFFERED": "1"}
     command = [sys.executable, "-m", "agents.train_cli", *FAST, "--n-timesteps", "1000000", "--log-dir", str(log_dir), "--run-name", "run", *args]
     return subprocess.Popen(
-        command, cwd=log_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        command, cwd=log_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **FOREGROUND_JOB,
     )
 
 

@@ -479,6 +479,7 @@ def _run_fixed(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_f
     num_devices, num_chunks, m = prog[_H_D], prog[_H_K], prog[_H_M]
     chunk_device, chunk_next, chunk_prev, device_ops, ops = _unpack(prog)
     act_at, grad_at, f_end, d_end = _slot_times(chunk_prev, m)
+    size = num_chunks * m
     link_free = np.zeros(link_x.shape[0])
     memory = np.zeros(num_devices)
     free_at = np.zeros(num_devices)
@@ -489,19 +490,12 @@ def _run_fixed(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_f
         progress = False
         for dev in range(num_devices):
             while next_op[dev] < device_ops[dev + 1]:
-                k = next_op[dev]
-                kind, c, j = ops[3 * k], ops[3 * k + 1], ops[3 * k + 2]
-                slot = c * m + j
-                if kind == F:
-                    ready = act_at[slot]
-                elif kind == W:
-                    ready = d_end[slot]
-                else:
-                    ready = grad_at[slot] if f_end[slot] >= 0.0 else -1.0
-                    if ready >= 0.0 and f_end[slot] > ready:
-                        ready = f_end[slot]
+                code, ready = _next_fixed(dev, m, size, next_op, device_ops, ops, act_at, grad_at, f_end, d_end)
                 if ready < 0.0:
                     break
+                k = next_op[dev]
+                kind, slot = code // size, code % size
+                c, j = slot // m, slot % m
                 t = max(free_at[dev], ready)
                 duration = chunk_f[c] if kind == F else chunk_w[c] if kind == W else chunk_d[c]
                 if kind == F:
