@@ -41,9 +41,7 @@ unchanging scenario, world and spaces by reference.
 
 from __future__ import annotations
 
-import io
 import math
-import pickle
 import sys
 import time
 from collections.abc import Iterable
@@ -54,6 +52,7 @@ import numba
 import numpy as np
 
 from geopipe_env.env import GeoPipeEnv
+from baselines.rollout import EnvCopier, distinct_launches
 from geopipe_env.units import SECONDS_PER_HOUR, WATTS_PER_KW
 
 MAX_JOBS = 8  # the largest workload the solver takes (GeoPipe-Small-v0 draws 4 to 8 jobs)
@@ -125,49 +124,9 @@ def check_world(env: Any) -> None:
             )
 
 
-class EnvCopier:
-    """Copies of one episode's env that continue exactly as it would: ``pickle`` of the env, with the parts that no
-    step changes (the scenario with its price series, the episode's world, the spaces) kept by reference rather
-    than written and read again. A snapshot is taken once (:meth:`snapshot`) and loaded once per copy
-    (:meth:`load`): loading costs about a fifth of a ``copy.deepcopy`` of the env (180–220 against 820–960 µs
-    on GeoPipe-Small-v0, three decisions into seed 1001)."""
-
-    def __init__(self, env: GeoPipeEnv) -> None:
-        self.parts = (env.scenario, env.world, env.observation_space, env.action_space)
-        self._ids = {id(part): i for i, part in enumerate(self.parts)}
-
-    def snapshot(self, env: GeoPipeEnv) -> bytes:
-        """``env`` as bytes, its unchanging parts by reference."""
-        buffer = io.BytesIO()
-        pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
-        pickler.persistent_id = lambda obj: self._ids.get(id(obj))
-        pickler.dump(env)
-        return buffer.getvalue()
-
-    def load(self, snapshot: bytes) -> GeoPipeEnv:
-        """A new env from a :meth:`snapshot`."""
-        unpickler = pickle.Unpickler(io.BytesIO(snapshot))
-        unpickler.persistent_load = self.parts.__getitem__
-        return unpickler.load()
-
-    def copy(self, env: GeoPipeEnv) -> GeoPipeEnv:
-        """One copy of ``env``."""
-        return self.load(self.snapshot(env))
-
-
 def copy_env(env: GeoPipeEnv) -> GeoPipeEnv:
     """A copy of ``env`` that continues exactly as it would (:class:`EnvCopier`)."""
     return EnvCopier(env).copy(env)
-
-
-def distinct_launches(env: GeoPipeEnv, mask: np.ndarray) -> dict[tuple, int]:
-    """``{(queue slot, placement): its lowest action}`` over the valid launches of ``mask``."""
-    k = env.num_strategies
-    launches: dict[tuple, int] = {}
-    for a in np.flatnonzero(mask[: env.wait_action]).tolist():
-        slot = a // k
-        launches.setdefault((slot, env.candidate(slot, a % k).placement), a)
-    return launches
 
 
 def job_shapes(jobs: Iterable[Any]) -> tuple[int, ...]:

@@ -10,9 +10,9 @@ return the base policy would still earn, and any candidate taken earns at least 
 improvement argument). The margin it finds over its base is a measure of how much a scheduler that decides one
 launch better could gain.
 
-The copies are the env's own: :mod:`pickle` of the unwrapped ``GeoPipeEnv``, one snapshot per decision and one
-unpickled copy per candidate (faster than a ``copy.deepcopy``: 0.13 of its time on GeoPipe-Abundant-v0, 0.74
-on GeoPipe-v0; both continue exactly as the env). The env being played is read but never stepped, and its
+The copies are the env's own (:class:`EnvCopier`): a :mod:`pickle` snapshot of the unwrapped ``GeoPipeEnv`` per
+decision, its unchanging parts kept by reference, and one copy loaded from it per candidate; each continues
+exactly as the env. The env being played is read but never stepped, and its
 RNG is not drawn from.
 
 Candidates: wait, the base policy's action, and the distinct valid launches (actions of one queue slot whose
@@ -24,6 +24,7 @@ each queued job first, then the next best of any job.
 
 from __future__ import annotations
 
+import io
 import math
 import pickle
 from typing import Any
@@ -38,6 +39,46 @@ DEFAULT_MAX_CANDIDATES = 16
 # A candidate replaces the base action only when its return is higher by more than this (relative to the base
 # action's return), so that floating-point noise between equal rollouts never moves the policy off its base.
 TIE_TOLERANCE = 1e-9
+
+
+class EnvCopier:
+    """Copies of one episode's env that continue exactly as it would: ``pickle`` of the env, with the parts that no
+    step changes (the scenario with its price series, the episode's world, the spaces) kept by reference rather
+    than written and read again. A snapshot is taken once (:meth:`snapshot`) and loaded once per copy
+    (:meth:`load`): loading costs about a fifth of a ``copy.deepcopy`` of the env (180–220 against 820–960 µs
+    on GeoPipe-Small-v0, three decisions into seed 1001)."""
+
+    def __init__(self, env: GeoPipeEnv) -> None:
+        self.parts = (env.scenario, env.world, env.observation_space, env.action_space)
+        self._ids = {id(part): i for i, part in enumerate(self.parts)}
+
+    def snapshot(self, env: GeoPipeEnv) -> bytes:
+        """``env`` as bytes, its unchanging parts by reference."""
+        buffer = io.BytesIO()
+        pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
+        pickler.persistent_id = lambda obj: self._ids.get(id(obj))
+        pickler.dump(env)
+        return buffer.getvalue()
+
+    def load(self, snapshot: bytes) -> GeoPipeEnv:
+        """A new env from a :meth:`snapshot`."""
+        unpickler = pickle.Unpickler(io.BytesIO(snapshot))
+        unpickler.persistent_load = self.parts.__getitem__
+        return unpickler.load()
+
+    def copy(self, env: GeoPipeEnv) -> GeoPipeEnv:
+        """One copy of ``env``."""
+        return self.load(self.snapshot(env))
+
+
+def distinct_launches(env: GeoPipeEnv, mask: np.ndarray) -> dict[tuple, int]:
+    """``{(queue slot, placement): its lowest action}`` over the valid launches of ``mask``."""
+    k = env.num_strategies
+    launches: dict[tuple, int] = {}
+    for a in np.flatnonzero(mask[: env.wait_action]).tolist():
+        slot = a // k
+        launches.setdefault((slot, env.candidate(slot, a % k).placement), a)
+    return launches
 
 
 class RolloutPolicy:
@@ -80,8 +121,9 @@ class RolloutPolicy:
         candidates = self.candidates(mask, base_action)
         if len(candidates) == 1:
             return base_action
-        snapshot = pickle.dumps(env, protocol=pickle.HIGHEST_PROTOCOL)
-        returns = {a: self.rollout_return(snapshot, a) for a in candidates}
+        copier = EnvCopier(env)
+        snapshot = copier.snapshot(env)
+        returns = {a: self.rollout_return(copier.load(snapshot), a) for a in candidates}
         self.stats["rollouts"] += len(candidates)
         best = base_action
         threshold = returns[base_action] + TIE_TOLERANCE * max(abs(returns[base_action]), 1.0)
@@ -92,10 +134,9 @@ class RolloutPolicy:
             self.stats["improved"] += 1
         return best
 
-    def rollout_return(self, snapshot: bytes, action: int) -> float:
-        """The return of a copy of the env (``snapshot``) that takes ``action`` and is then played to the
-        episode's end by a fresh base policy."""
-        env: GeoPipeEnv = pickle.loads(snapshot)
+    def rollout_return(self, env: GeoPipeEnv, action: int) -> float:
+        """The return of ``env``, a copy of the env played, that takes ``action`` and is then played to the episode's
+        end by a fresh base policy."""
         obs, reward, terminated, truncated, info = env.step(action)
         total = float(reward)
         if terminated or truncated:
@@ -112,16 +153,10 @@ class RolloutPolicy:
         """The actions to roll out, in action order: the base action, wait, and at most ``max_candidates`` distinct
         valid launches (the base action's launch counts as the base action)."""
         env = self.env
-        k = env.num_strategies
-        launches: dict[tuple, int] = {}  # (slot, placement) → its lowest action
-        base_key = None
-        for a in np.flatnonzero(mask[: env.wait_action]).tolist():
-            key = (a // k, env.candidate(a // k, a % k).placement)
-            launches.setdefault(key, a)
-            if a == base_action:
-                base_key = key
-        if base_key is not None:
-            launches[base_key] = base_action
+        launches = distinct_launches(env, mask)
+        if base_action < env.wait_action:  # the base action stands for its launch
+            k = env.num_strategies
+            launches[base_action // k, env.candidate(base_action // k, base_action % k).placement] = base_action
         others = [a for a in launches.values() if a != base_action]
         if self.max_candidates is not None and len(others) > self.max_candidates:
             others = self.ranked(others)[: self.max_candidates]

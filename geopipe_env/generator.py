@@ -397,15 +397,6 @@ class _ModelProfile:
     job_templates: dict = field(default_factory=dict, repr=False)
 
 
-def _forward_one_stage_s(model, shape: JobShape, scenario, tflops: float, efficiency: float) -> float:
-    """The whole model's forward per micro-batch as one stage on one GPU type (a stage of K takes 1/K of it)."""
-    b, s, g = shape.micro_batch_size, shape.seq_len, shape.gpus_per_stage
-    if scenario.mfu is not None:
-        return pipeline.forward_time_s(model.params, 1, b, s, tflops, scenario.mfu, g)
-    return pipeline.calibrated_forward_s(model.params, model.layers, model.hidden, 1, b, s, tflops, efficiency,
-                                         g * shape.context_parallel)
-
-
 def _stage_forward_s(model, shape: JobShape, scenario, num_stages: int, tflops: float, efficiency: float) -> float:
     """A stage's forward per micro-batch on one GPU type: with ``mfu``, the end-to-end formula; without, the
     calibrated one (attention counted, the GPU type's kernel efficiency)."""
@@ -428,7 +419,7 @@ def _num_stages(model, shape: JobShape, scenario, sizing, tflops, efficiency, me
     names = scenario.schedules_of(shape)
     return pipeline.optimal_stages(
         model.params, model.layers, model.hidden, shape.micro_batch_size, shape.seq_len, shape.num_microbatches,
-        _forward_one_stage_s(model, shape, scenario, tflops[ref], efficiency[ref]), memory[ref], ref_bw, ref_lat,
+        _stage_forward_s(model, shape, scenario, 1, tflops[ref], efficiency[ref]), memory[ref], ref_bw, ref_lat,
         shape.gpus_per_stage, names[0], room, shape.data_parallel, net.intra_bandwidth_gbps, net.intra_latency_s,
         scenario.virtual_stages_of(shape), shape.context_parallel, shape.recompute,
         pipeline.backward_ratio(scenario.mfu is None, shape.recompute), names[1:],
@@ -494,7 +485,7 @@ def _model_profile(
     isolated_power_w = float(np.median(per_gpu_w[fits])) * (int(k_star) * g * c * d)
     # The fewest messages any accepted schedule puts on a link: what a pipeline across regions would run.
     messages = min(pipeline.max_link_messages(name, int(k_star), m, v) for name in names)
-    demand = rate_gbps(d * act if messages == 1.0 else messages * d * act, typical_stage_s)
+    demand = rate_gbps(messages * d * act, typical_stage_s)
     for array in (forward, fits, schedule_fits):  # shared by every job of the model, and across episodes
         array.flags.writeable = False
     return _ModelProfile(

@@ -85,8 +85,30 @@ class LayoutTable:
         lay, slot = find_layout(self.index, self.layout_i, self.places, pid, regions, stages, length)
         if lay >= 0:
             return lay
-        if len(job.schedules) > 1 or job.schedule not in pipeline.SCHEDULES:
-            return self._add_chosen(sim, job, regions, stages, pid, slot)
+        if len(job.schedules) == 1 and job.schedule in pipeline.SCHEDULES:
+            lay, chosen = self._store_analytic(sim, job, regions, stages, pid, slot, job.schedule == pipeline.GPIPE), 0
+        else:
+            lay, chosen = self._store_chosen(sim, job, regions, stages, pid, slot)
+        self.layout_i[lay, LI_SCHEDULE] = chosen
+        self.num_layouts += 1
+        return lay
+
+    def _store_chosen(self, sim: ClusterSim, job: Job, regions: np.ndarray, stages: np.ndarray, pid: int,
+                      slot: int) -> tuple[int, int]:
+        """Store a layout of a job with several accepted schedules, or one the executor times, under the schedule the
+        simulator chooses (``ClusterSim.pipeline_model``): its analytic model (:meth:`_store_analytic`) or its
+        executor model (:meth:`_store_executor`); its id and the schedule's index into ``Job.schedules``."""
+        placement = Placement(tuple(regions.tolist()), tuple(stages.tolist()))
+        model = sim.layout(job, placement).timing.model
+        if model.executor is None:
+            gpipe = job.schedules[model.schedule] == pipeline.GPIPE
+            return self._store_analytic(sim, job, regions, stages, pid, slot, gpipe), model.schedule
+        return self._store_executor(job, model, regions, stages, pid, slot), model.schedule
+
+    def _store_analytic(self, sim: ClusterSim, job: Job, regions: np.ndarray, stages: np.ndarray, pid: int,
+                        slot: int, gpipe: bool) -> int:
+        """Write a GPipe or 1F1B layout (:func:`store_layout` times it) at the placement's free ``slot``; its id."""
+        length = regions.size
         m = job.num_microbatches
         tab_i, tab_f = pipeline.packed_path_tables(job.num_stages, max(m - 1, 1))
         segment_paths = tab_i[2 * TAB_SEGMENT + 1]
@@ -94,46 +116,13 @@ class LayoutTable:
         lay = self._reserve(2 * m + 3 * segment_paths, 2 * length)  # tail lines ≤ M, segment lines ≤ B
         if self.index is not index:  # a grown index: the placement's free slot moved
             slot = find_layout(self.index, self.layout_i, self.places, pid, regions, stages, length)[1]
-        world = sim.world
-        net = world.scenario.network
+        world, net = sim.world, sim.world.scenario.network
         self._arrays_used, self._places_used = store_layout(
             job.forward_s, job.backward_ratio, job.intra_message_bytes, job.wan_message_bytes, job.allreduce_s, m,
-            job.schedule == pipeline.GPIPE, regions, stages, length, sim.capacity_gbps,
-            world.latency_s, float(net.intra_bandwidth_gbps), float(net.intra_latency_s), tab_i, tab_f, pid, slot,
-            self.index, self.layout_f, self.layout_i, self.arrays, self._arrays_used, self.places, self._places_used, lay,
+            gpipe, regions, stages, length, sim.capacity_gbps, world.latency_s, float(net.intra_bandwidth_gbps),
+            float(net.intra_latency_s), tab_i, tab_f, pid, slot, self.index, self.layout_f, self.layout_i, self.arrays,
+            self._arrays_used, self.places, self._places_used, lay,
         )
-        self.layout_i[lay, LI_SCHEDULE] = 0
-        self.num_layouts += 1
-        return lay
-
-    def _add_chosen(self, sim: ClusterSim, job: Job, regions: np.ndarray, stages: np.ndarray, pid: int,
-                    slot: int) -> int:
-        """Store a layout of a job with several accepted schedules, or one the executor times: the schedule the
-        simulator chooses (``ClusterSim.pipeline_model``), its analytic model (:func:`store_layout`) or its executor
-        model (:meth:`_store_executor`)."""
-        length = regions.size
-        placement = Placement(tuple(regions.tolist()), tuple(stages.tolist()))
-        model = sim.layout(job, placement).timing.model
-        name = job.schedules[model.schedule]
-        if model.executor is None:
-            m = job.num_microbatches
-            tab_i, tab_f = pipeline.packed_path_tables(job.num_stages, max(m - 1, 1))
-            segment_paths = tab_i[2 * TAB_SEGMENT + 1]
-            index = self.index
-            lay = self._reserve(2 * m + 3 * segment_paths, 2 * length)
-            if self.index is not index:
-                slot = find_layout(self.index, self.layout_i, self.places, pid, regions, stages, length)[1]
-            world, net = sim.world, sim.world.scenario.network
-            self._arrays_used, self._places_used = store_layout(
-                job.forward_s, job.backward_ratio, job.intra_message_bytes, job.wan_message_bytes, job.allreduce_s, m,
-                name == pipeline.GPIPE, regions, stages, length, sim.capacity_gbps, world.latency_s,
-                float(net.intra_bandwidth_gbps), float(net.intra_latency_s), tab_i, tab_f, pid, slot, self.index,
-                self.layout_f, self.layout_i, self.arrays, self._arrays_used, self.places, self._places_used, lay,
-            )
-        else:
-            lay = self._store_executor(job, model, regions, stages, pid, slot)
-        self.layout_i[lay, LI_SCHEDULE] = model.schedule
-        self.num_layouts += 1
         return lay
 
     def _store_executor(self, job: Job, model, regions: np.ndarray, stages: np.ndarray, pid: int, slot: int) -> int:

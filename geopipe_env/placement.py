@@ -325,14 +325,11 @@ def cr_ldf(ctx: PlacementContext, job: Job) -> Placement | None:
     return None if path is None else _fill_in_order(path, free, job.num_stages)
 
 
-def comm_fits_compute(ctx: PlacementContext, job: Job, a: int, b: int, forward_only: bool = False,
-                      spare: list[list[float]] | None = None) -> bool:
+def comm_fits_compute(ctx: PlacementContext, job: Job, a: int, b: int, forward_only: bool = False) -> bool:
     """BACE-Pipe's admission rule for a boundary a→b: ``d·A·8/B_avail + latency <= t_f + t_b`` (no stall), or
     ``<= t_f`` with ``forward_only``; divided by the messages a micro-batch puts on the link under the job's own
-    schedule (``Job.link_messages``: a chunk's compute per message). ``spare`` (default: the bandwidth left now)
-    gives ``B_avail``."""
-    spare = ctx.spare if spare is None else spare
-    free_bw = min(spare[a][b], spare[b][a])
+    schedule (``Job.link_messages``: a chunk's compute per message). ``B_avail`` is ``ctx.spare``."""
+    free_bw = min(ctx.spare[a][b], ctx.spare[b][a])
     if free_bw <= 0.0:
         return False
     comm_s = transfer_time_s(job.wan_message_bytes, free_bw) + ctx.latency[a][b]

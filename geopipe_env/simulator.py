@@ -164,17 +164,13 @@ def wrap_link(regions: tuple[int, ...], capacity_gbps: np.ndarray, latency_s: np
 
 
 def wan_messages(prog: schedule.Program, placement: Placement) -> dict[tuple[int, int], float]:
-    """Messages per micro-batch on each directed WAN link (a pair of regions) of ``placement`` under ``prog``: an
-    activation one way and a gradient back at each boundary between chunks on stages in two regions (Chimera's two
-    pipelines each take half the micro-batches)."""
+    """Messages per micro-batch on each directed WAN link (a pair of regions) of ``placement`` under ``prog``, each
+    way: its device boundaries (``schedule.device_boundaries``) between stages in two regions."""
     region_of = [r for r, n in zip(placement.regions, placement.stages) for _ in range(n)]
     share = 1.0 / prog.num_pipelines
     counts: dict[tuple[int, int], float] = {}
-    for c in range(prog.num_chunks):
-        nxt = int(prog.chunk_next[c])
-        if nxt < 0:
-            continue
-        a, b = region_of[prog.chunk_device[c]], region_of[prog.chunk_device[nxt]]
+    for a, b in schedule.device_boundaries(prog):
+        a, b = region_of[a], region_of[b]
         if a != b:
             counts[a, b] = counts.get((a, b), 0.0) + share
             counts[b, a] = counts.get((b, a), 0.0) + share

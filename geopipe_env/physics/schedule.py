@@ -789,20 +789,26 @@ def links(num_devices: int, hop_transfer_s: np.ndarray, hop_latency_s: np.ndarra
     return link_of, link_x.astype(float), link_lat.astype(float)
 
 
+def device_boundaries(prog: Program) -> list[tuple[int, int]]:
+    """``(a, b)`` for each boundary between consecutive chunks on two devices, in pipeline order: per micro-batch
+    of its pipeline it carries an activation from device a to b and a gradient back (Chimera's two pipelines each
+    take half the micro-batches, so each of its boundaries carries ``1/num_pipelines`` message per micro-batch)."""
+    pairs = []
+    for c in range(prog.num_chunks):
+        nxt = prog.chunk_next[c]
+        if nxt >= 0 and prog.chunk_device[c] != prog.chunk_device[nxt]:
+            pairs.append((int(prog.chunk_device[c]), int(prog.chunk_device[nxt])))
+    return pairs
+
+
 def link_messages(prog: Program, link_of: np.ndarray, num_links: int) -> np.ndarray:
-    """(L,) the messages each link carries per micro-batch: an activation one way and a gradient back at each
-    boundary between chunks on two devices (Chimera's two pipelines each take half the micro-batches)."""
+    """(L,) the messages each link carries per micro-batch, each way (:func:`device_boundaries`)."""
     d = prog.num_devices
     counts = np.zeros(num_links)
     share = 1.0 / prog.num_pipelines
-    for c in range(prog.num_chunks):
-        nxt = prog.chunk_next[c]
-        if nxt < 0:
-            continue
-        a, b = int(prog.chunk_device[c]), int(prog.chunk_device[nxt])
-        if a != b:
-            counts[link_of[a * d + b]] += share
-            counts[link_of[b * d + a]] += share
+    for a, b in device_boundaries(prog):
+        counts[link_of[a * d + b]] += share
+        counts[link_of[b * d + a]] += share
     return counts
 
 
@@ -827,8 +833,7 @@ _TOTALS: dict[tuple, float] = {}
 
 class ExecutorModel(NamedTuple):
     """One pipeline under one schedule, ready to time at any cadence floor (:meth:`total_s`): its program, each
-    chunk's op times and activations, and its links (which of them cross regions, and how many messages each
-    carries per micro-batch)."""
+    chunk's op times and activations, and its links (and which of them cross regions)."""
 
     program: Program
     chunk_f: np.ndarray  # (K,)
@@ -841,7 +846,6 @@ class ExecutorModel(NamedTuple):
     link_lat: np.ndarray  # (L,)
     link_wan: np.ndarray  # (L,) int64, 1 for a link between regions
     budget: np.ndarray  # (D,) activation budget of the greedy rule, in micro-batches of one stage
-    messages: np.ndarray  # (L,) messages per micro-batch
 
     def total_s(self, min_cadence_s: float = 0.0) -> float:
         """The iteration time at a cadence floor (:func:`timed_total_s`), memoised for the process by the model's
@@ -901,12 +905,11 @@ def executor_model(forward_s: np.ndarray, backward_s: np.ndarray, hop_transfer_s
         link_wan[2 * hops:] = 1
     act = np.ones(prog.num_chunks) / (prog.num_chunks // prog.num_pipelines // num_stages)
     budget = np.full(num_stages, in_flight_stages(ONE_F_ONE_B, num_stages, int(num_microbatches)))
-    messages = link_messages(prog, link_of, link_x.shape[0])
-    for array in (f, d, w, act, link_of, link_x, link_lat, link_wan, budget, messages):
+    for array in (f, d, w, act, link_of, link_x, link_lat, link_wan, budget):
         array.setflags(write=False)
     act_w = act * W_MEMORY_FRACTION
     act_w.setflags(write=False)
-    return ExecutorModel(prog, f, d, w, act, act_w, link_of, link_x, link_lat, link_wan, budget, messages)
+    return ExecutorModel(prog, f, d, w, act, act_w, link_of, link_x, link_lat, link_wan, budget)
 
 
 def chunk_times(prog: Program, forward_s: np.ndarray, backward_s: np.ndarray, input_gradient: float = 1.0
