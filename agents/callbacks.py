@@ -11,6 +11,7 @@ import csv
 import math
 import os
 import re
+import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -30,8 +31,9 @@ REFERENCE_POLICIES = ("bace-pipe", "sjf")  # evaluated once on the same seeds, d
 EVALUATION_COLUMNS = ("timesteps", *SUMMARY_COLUMNS)
 BEST_MODEL_NAME = "best_model"
 CHECKPOINT_PREFIX = "model"
-CHECKPOINT_PATTERN = re.compile(rf"{CHECKPOINT_PREFIX}_(\d+)_steps\.zip")
-TEMP_SUFFIX = ".tmp"  # a save in progress: .<name>.tmp beside the file it replaces
+CHECKPOINT_PATTERN = re.compile(rf"{CHECKPOINT_PREFIX}_(\d+)_steps")  # the name of a checkpoint, less its suffix
+TEMP_SUFFIX = ".tmp"  # a save in progress: .<name>.tmp beside the file or folder it replaces
+OLD_SUFFIX = ".old"  # a replaced folder while its successor is renamed into place: .<name>.old
 
 
 def vecnormalize_path(model_path: Path) -> Path:
@@ -40,23 +42,50 @@ def vecnormalize_path(model_path: Path) -> Path:
 
 
 def replace_atomically(write: Callable[[Path], object], path: Path) -> None:
-    """Write ``path`` whole or not at all: ``write(temp)`` fills a hidden temporary file beside it, which is flushed
-    to disk and then renamed over ``path``. A process killed at any point leaves the old file (or none) and at most
-    the temporary file, never a truncated ``path``.
+    """Write ``path`` whole or not at all: ``write(temp)`` fills a hidden temporary file or folder beside it, which
+    is flushed to disk and then renamed over ``path``. A process killed at any point leaves the old file (or none)
+    and at most the temporary file, never a truncated ``path``.
+
+    A folder (an RLlib checkpoint) cannot be renamed over another, so the old one is first renamed to
+    ``.<name>.old`` and deleted once the new one is in place; a process killed between the two renames leaves the
+    old folder whole under that name (:func:`saved_model_paths` finds it).
 
     Args:
-        write: writes the file at the path it is given.
-        path: the file to create or replace.
+        write: writes the file or folder at the path it is given.
+        path: the file or folder to create or replace.
     """
     temp = path.with_name(f".{path.name}{TEMP_SUFFIX}")
+    old = path.with_name(f".{path.name}{OLD_SUFFIX}")
     try:
+        _delete(temp)
         write(temp)
-        with open(temp, "rb+") as f:
-            os.fsync(f.fileno())
+        for file in sorted(temp.rglob("*")) if temp.is_dir() else [temp]:
+            if file.is_file():
+                with open(file, "rb+") as f:
+                    os.fsync(f.fileno())
+        if temp.is_dir() and path.exists():
+            _delete(old)
+            os.replace(path, old)
         os.replace(temp, path)
     except BaseException:
-        temp.unlink(missing_ok=True)
+        _delete(temp)
         raise
+    _delete(old)
+
+
+def _delete(path: Path) -> None:
+    """Remove the file or folder ``path``, if there is one."""
+    if path.is_dir():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def saved_model_paths(path: Path) -> list[Path]:
+    """``path`` if it exists, else the whole old copy a folder replacement cut short left (``.<name>.old``), else
+    nothing."""
+    old = path.with_name(f".{path.name}{OLD_SUFFIX}")
+    return [path] if path.exists() else [old] if old.is_dir() else []
 
 
 def save_agent(model: BaseAlgorithm, path: Path) -> None:
@@ -192,23 +221,35 @@ class CheckpointCallback(BaseCallback):
     def _on_step(self) -> bool:
         if crossed(self.num_timesteps, self._last_timesteps, self.save_freq):
             save_agent(self.model, checkpoint_path(self.folder, self.num_timesteps))
-            if self.keep > 0:
-                for old in checkpoints(self.folder)[: -self.keep]:
-                    old.unlink(missing_ok=True)
-                    vecnormalize_path(old).unlink(missing_ok=True)
+            prune_checkpoints(self.folder, self.keep)
         self._last_timesteps = self.num_timesteps
         return True
 
 
-def checkpoint_path(folder: Path, num_timesteps: int) -> Path:
-    """The checkpoint file name for ``num_timesteps``."""
-    return folder / f"{CHECKPOINT_PREFIX}_{num_timesteps}_steps.zip"
+def checkpoint_path(folder: Path, num_timesteps: int, suffix: str = ".zip") -> Path:
+    """The checkpoint for ``num_timesteps``: a ``.zip`` file, or with ``suffix`` "" an RLlib checkpoint folder."""
+    return folder / f"{CHECKPOINT_PREFIX}_{num_timesteps}_steps{suffix}"
 
 
-def checkpoints(folder: Path) -> list[Path]:
-    """The checkpoint files in ``folder``, oldest first (by the timesteps in their names)."""
-    found = [(int(m.group(1)), p) for p in folder.glob(f"{CHECKPOINT_PREFIX}_*_steps.zip") if (m := CHECKPOINT_PATTERN.fullmatch(p.name))]
+def checkpoint_timesteps(path: Path) -> int | None:
+    """The timesteps a checkpoint's name gives (None for any other name, such as ``model.zip``)."""
+    match = CHECKPOINT_PATTERN.fullmatch(path.name.removesuffix(".zip"))
+    return None if match is None else int(match.group(1))
+
+
+def checkpoints(folder: Path, suffix: str = ".zip") -> list[Path]:
+    """The checkpoints in ``folder`` (``.zip`` files, or with ``suffix`` "" RLlib's folders), oldest first by the
+    timesteps in their names."""
+    found = [(n, p) for p in folder.glob(f"{CHECKPOINT_PREFIX}_*_steps{suffix}") if (n := checkpoint_timesteps(p)) is not None and p.suffix == suffix]
     return [p for _, p in sorted(found)]
+
+
+def prune_checkpoints(folder: Path, keep: int, suffix: str = ".zip") -> None:
+    """Delete all but the newest ``keep`` checkpoints of ``folder`` (0 keeps every one), with their statistics."""
+    if keep > 0:
+        for old in checkpoints(folder, suffix)[:-keep]:
+            _delete(old)
+            vecnormalize_path(old).unlink(missing_ok=True)
 
 
 def training_callbacks(

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from agents.spaces import ObservationSpaceMismatch, check_spaces
+from agents.spaces import check_spaces
 
 if TYPE_CHECKING:
     from baselines.policy import Policy

@@ -8,33 +8,44 @@ Hyperparameters live in ``agents/hyperparams/rllib_ppo.yml``, keyed by env id, i
 (1..``num_env_runners``; 0 is the driver's, which samples when there are no runners) has its env seeded
 ``seed + i``, below 1000. The run folder holds what an SB3 run's does, with RLlib checkpoint folders
 (``Algorithm.save_to_path``) in place of zips: ``model/``, ``best_model/``, ``checkpoints/model_<N>_steps/``,
-each loadable with :func:`agents.load_agent`. Ray's own files stay out of the home folder.
+each loadable with :func:`agents.load_agent` and each written atomically. ``--resume RUN_DIR`` continues from the
+newest readable of them (:func:`resume_source`), as an SB3 run does from its zips. Ray's own files stay out of the
+home folder.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import pickle
 import time
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 
-from agents.callbacks import BEST_MODEL_NAME, CHECKPOINT_PREFIX, append_evaluation, crossed, evaluate_agent, evaluate_references, summarize_episodes
+from agents.callbacks import (
+    BEST_MODEL_NAME, append_evaluation, checkpoint_path, checkpoints, crossed, evaluate_agent, evaluate_references, prune_checkpoints,
+    replace_atomically, summarize_episodes,
+)
 from agents.learning_curve import plot_learning_curve
 from agents.training import (
     CHECKPOINT_DIR,
+    CONFIG_FILE,
     DEFAULT_ENV_ID,
     FIRST_HELD_OUT_SEED,
     MODEL_NAME,
     TENSORBOARD_DIR,
+    ResumeSource,
     RunPlan,
     TrainingInputError,
     TrainingInterrupted,
     check_env_args,
     check_seeds,
     load_hyperparams,
+    newest_readable,
+    read_resumed_run,
 )
 
 ALGO = "rllib_ppo"
@@ -47,6 +58,10 @@ FLOAT_KEYS = ("lr", "gamma", "lambda_", "entropy_coeff", "clip_param", "vf_loss_
 TRAINING_KEYS = ("minibatch_size", "num_epochs", *FLOAT_KEYS, "use_kl_loss")
 HYPERPARAM_KEYS = (*INT_KEYS, *COUNT_KEYS, *FLOAT_KEYS, "use_kl_loss", "fcnet_hiddens", "fcnet_activation", "env_kwargs")
 ACTIVATIONS = ("tanh", "relu", "swish", "linear")  # RLlib's names for fcnet_activation
+MODEL_KEYS = ("fcnet_hiddens", "fcnet_activation")  # the module's shape: a resumed run keeps its checkpoint's
+# In an Algorithm checkpoint: its metadata file, and the state whose metrics count the env steps sampled so far.
+CHECKPOINT_FILE, STATE_FILE = "rllib_checkpoint.json", "algorithm_state.pkl"
+STEPS_METRIC = "env_runners--num_env_steps_sampled_lifetime"
 
 
 def check_hyperparams(hyperparams: dict[str, Any], source: str = "hyperparameters") -> dict[str, Any]:
@@ -101,24 +116,67 @@ def plan_run(
     eval_seed_start: int = FIRST_HELD_OUT_SEED,
 ) -> RunPlan:
     """Check every input of an RLlib run (the arguments of :func:`agents.training.plan_run`) before anything is
-    written.
+    written. A resumed run (``resume``, a run folder) keeps that run's env id and ``config.yml`` hyperparameters
+    (``overrides`` apply, except to the module's shape), continues from its newest readable checkpoint folder
+    (:func:`resume_source`) and takes ``n_timesteps`` as the env steps to add.
 
     Raises:
-        TrainingInputError: bad input, the ``rllib`` extra missing, or ``resume`` (RLlib runs start afresh).
+        TrainingInputError: bad input, the ``rllib`` extra missing, or a run folder with no readable checkpoint.
     """
     from baselines.ray_backend import INSTALL_COMMANDS
 
     if algo not in (None, ALGO):
         raise TrainingInputError(f"{__name__} trains {ALGO}, not {algo}")
-    if resume is not None:
-        raise TrainingInputError(f"--resume is for the SB3 algorithms; a {ALGO} run starts afresh")
     if not _installed("ray", "tree", "pyarrow"):  # ray, and what its rllib extra adds, without importing ray yet
         raise TrainingInputError(f"{ALGO} needs the 'rllib' extra: {INSTALL_COMMANDS['rllib']}")
-    env_id = env_id or DEFAULT_ENV_ID
-    hyperparams = load_hyperparams(ALGO, env_id, overrides, hyperparams_path, check=check_hyperparams)
+    source = None
+    if resume is not None:
+        algo, env_id, recorded = read_resumed_run(resume, algo or ALGO, env_id, overrides, fixed=MODEL_KEYS)
+        hyperparams = check_hyperparams(recorded, f"{resume / CONFIG_FILE}")
+        source = resume_source(resume)
+    else:
+        env_id = env_id or DEFAULT_ENV_ID
+        hyperparams = load_hyperparams(ALGO, env_id, overrides, hyperparams_path, check=check_hyperparams)
     check_seeds(seed, seed + hyperparams["num_env_runners"], eval_seed_start)
     check_env_args(env_id, hyperparams["env_kwargs"])
-    return RunPlan(ALGO, env_id, seed, hyperparams, tuple(range(eval_seed_start, eval_seed_start + eval_episodes)))
+    return RunPlan(ALGO, env_id, seed, hyperparams, tuple(range(eval_seed_start, eval_seed_start + eval_episodes)), source)
+
+
+def resume_source(run_dir: Path) -> ResumeSource:
+    """The newest readable checkpoint folder of ``run_dir``: ``model/``, ``checkpoints/model_<N>_steps/`` or
+    ``best_model/``, whichever has sampled the most env steps (on a tie ``model/``, then a checkpoint), by
+    :func:`saved_env_steps`.
+
+    Raises:
+        TrainingInputError: no checkpoint folder of ``run_dir`` is readable.
+    """
+    return newest_readable(run_dir, MODEL_NAME, BEST_MODEL_NAME, checkpoints(run_dir / CHECKPOINT_DIR, suffix=""), saved_env_steps)
+
+
+def saved_env_steps(path: Path) -> int:
+    """The env steps an RLlib Algorithm checkpoint folder has sampled, after checking that every file of it reads
+    (each ``.pkl`` unpickles, each ``.json`` parses), so that a folder cut short is found here and not halfway
+    through restoring it.
+
+    Raises:
+        TrainingInputError: saying what is wrong with the folder.
+    """
+    if not (path / CHECKPOINT_FILE).is_file():
+        raise TrainingInputError(f"{path} (not an RLlib checkpoint: no {CHECKPOINT_FILE})")
+    for file in sorted(path.rglob("*")):
+        try:
+            if file.suffix == ".json":
+                json.loads(file.read_text())
+            elif file.suffix == ".pkl":
+                with open(file, "rb") as f:
+                    pickle.load(f)  # noqa: S301 (the run's own file)
+        except Exception as exc:  # a file cut short raises EOFError, UnpicklingError, JSONDecodeError, ...
+            raise TrainingInputError(f"{path} (its {file.relative_to(path)} is unreadable: {type(exc).__name__})") from exc
+    try:
+        with open(path / STATE_FILE, "rb") as f:
+            return int(pickle.load(f)["metrics_logger"]["stats"][STEPS_METRIC]["lifetime_sum"])  # noqa: S301
+    except (OSError, KeyError, TypeError, ValueError) as exc:
+        raise TrainingInputError(f"{path} (its {STATE_FILE} does not count the env steps sampled: {type(exc).__name__})") from exc
 
 
 def _installed(*modules: str) -> bool:
@@ -151,12 +209,16 @@ def build_config(plan: RunPlan) -> Any:
     )
 
 
-def train(plan: RunPlan, run_dir: Path, eval_freq: int, checkpoint_freq: int, ray_address: str | None = None, verbose: int = 1) -> int:
-    """Train until ``n_timesteps`` env steps, on a local Ray instance or the cluster at ``ray_address``; return the
-    env steps sampled.
+def train(
+    plan: RunPlan, run_dir: Path, eval_freq: int, checkpoint_freq: int, ray_address: str | None = None, verbose: int = 1, keep_checkpoints: int = 0
+) -> int:
+    """Train for ``n_timesteps`` env steps (more, from its checkpoint, for a resumed run), on a local Ray instance
+    or the cluster at ``ray_address``; return the env steps sampled in all.
 
-    Writes ``model/`` (also on Ctrl-C), ``best_model/`` (best mean held-out return), ``checkpoints/``,
-    ``evaluations.csv``, ``reference_returns.csv``, ``learning_curve.png`` and TensorBoard events in ``run_dir``.
+    Writes ``model/`` (also on Ctrl-C), ``best_model/`` (best mean held-out return), ``checkpoints/`` (the newest
+    ``keep_checkpoints``, 0 = all), ``evaluations.csv``, ``reference_returns.csv``, ``learning_curve.png`` and
+    TensorBoard events in ``run_dir``. Every checkpoint folder is written atomically
+    (:func:`agents.callbacks.replace_atomically`).
 
     Raises:
         TrainingInterrupted: Ctrl-C stopped training; ``model/`` was saved first.
@@ -171,19 +233,27 @@ def train(plan: RunPlan, run_dir: Path, eval_freq: int, checkpoint_freq: int, ra
 
     register_env(ENV_NAME, make_masked_env)
     algo = RunFolderPPO(config=build_config(plan), run_dir=run_dir)
+    steps = 0
+    if plan.resume is not None:
+        algo.restore_from_path(str(plan.resume.path.resolve()))  # Ray reads a relative path as a URI
+        steps = plan.resume.num_timesteps
+    goal = steps + plan.hyperparams["n_timesteps"]
+
+    def save(path: Path) -> None:
+        replace_atomically(lambda temp: algo.save_to_path(str(temp.resolve())), path)
+
     eval_env = gym.make(plan.env_id, **plan.hyperparams["env_kwargs"])
     writer = SummaryWriter(str(run_dir / TENSORBOARD_DIR))
-    steps = 0
     best = -math.inf
     try:
         if eval_freq > 0:
             evaluate_references(run_dir, eval_env, plan.eval_seeds)
-        started = time.perf_counter()
+        started, first = time.perf_counter(), steps
         try:
-            while steps < plan.hyperparams["n_timesteps"]:
+            while steps < goal:
                 previous, result = steps, algo.train()
                 steps = int(result["num_env_steps_sampled_lifetime"])
-                _log(writer, result, steps, steps / (time.perf_counter() - started), verbose)
+                _log(writer, result, steps, (steps - first) / (time.perf_counter() - started), verbose)
                 if crossed(steps, previous, eval_freq):
                     policy = RLlibAgentPolicy(algo.get_module(), name="eval")
                     row = {"timesteps": steps, **summarize_episodes(evaluate_agent(policy, eval_env, plan.eval_seeds))}
@@ -192,16 +262,17 @@ def train(plan: RunPlan, run_dir: Path, eval_freq: int, checkpoint_freq: int, ra
                     writer.add_scalar("eval/mean_return", row["mean_return"], steps)
                     if row["mean_return"] > best:
                         best = row["mean_return"]
-                        algo.save_to_path(str((run_dir / BEST_MODEL_NAME).resolve()))
+                        save(run_dir / BEST_MODEL_NAME)
                 if crossed(steps, previous, checkpoint_freq):
-                    algo.save_to_path(str((run_dir / CHECKPOINT_DIR / f"{CHECKPOINT_PREFIX}_{steps}_steps").resolve()))
+                    save(checkpoint_path(run_dir / CHECKPOINT_DIR, steps, suffix=""))
+                    prune_checkpoints(run_dir / CHECKPOINT_DIR, keep_checkpoints, suffix="")
         except KeyboardInterrupt:
             print(f"interrupted at {steps} timesteps; saving the model")
-            algo.save_to_path(str((run_dir / MODEL_NAME).resolve()))
+            save(run_dir / MODEL_NAME)
             raise TrainingInterrupted(steps, run_dir / MODEL_NAME) from None
-        algo.save_to_path(str((run_dir / MODEL_NAME).resolve()))
+        save(run_dir / MODEL_NAME)
         if verbose:
-            print(f"{steps} env steps in {time.perf_counter() - started:.1f} s of training")
+            print(f"{steps - first} env steps in {time.perf_counter() - started:.1f} s of training")
         return steps
     finally:
         writer.close()

@@ -65,7 +65,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     add("--log-dir", type=Path, help="folder of run folders (default runs, or the resumed run's)")
     add("--run-name", help="run folder name (default <algo>_<env>_<YYYYmmdd-HHMMSS>_<seed>)")
     add("--resume", type=Path, metavar="RUN_DIR",
-        help="continue that run, in a new run folder, from its newest readable model: model.zip, a checkpoint or best_model.zip")
+        help="continue that run, in a new run folder, from its newest readable model: model.zip, a checkpoint or best_model.zip (model/, ... for RLlib)")
     # Small MLP updates gain nothing from more threads, and lose several-fold to contention on a busy machine.
     add("--torch-threads", type=_POSITIVE_INT, help=f"torch CPU threads (default {DEFAULT_TORCH_THREADS}, or the resumed run's)")
     add("--ray-address", metavar="ADDR", help=f"with --algo {rllib_training.ALGO}: join the Ray cluster at ADDR (default: a local one)")
@@ -122,12 +122,17 @@ def _train(parser: argparse.ArgumentParser, args: argparse.Namespace, command: s
 
     from agents import rllib_training, training
 
-    rllib = args.algo == rllib_training.ALGO
     try:
-        if args.ray_address is not None and not rllib:
-            raise training.TrainingInputError(f"--ray-address needs --algo {rllib_training.ALGO}")
         if args.resume is not None and not args.resume.is_dir():
             raise training.TrainingInputError(f"--resume {args.resume}: no such run folder")
+        resumed_algo = training.read_run_args(args.resume).get("algo") if args.resume is not None else None
+        rllib = (args.algo or resumed_algo) == rllib_training.ALGO
+        if args.ray_address is not None and not rllib:
+            raise training.TrainingInputError(f"--ray-address needs --algo {rllib_training.ALGO}")
+        if rllib:  # before anything imports ray: reading a checkpoint to resume from does
+            from baselines.ray_backend import prepare_environment
+
+            prepare_environment(args.ray_address)
         resolve_settings(args)
         overrides = training.parse_overrides(args.hyperparams)
         if args.n_timesteps is not None:
@@ -144,7 +149,7 @@ def _train(parser: argparse.ArgumentParser, args: argparse.Namespace, command: s
         print(plan.resume.describe())
     torch.set_num_threads(args.torch_threads)
     if rllib:
-        steps = rllib_training.train(plan, run_dir, args.eval_freq, args.checkpoint_freq, args.ray_address, args.verbose)
+        steps = rllib_training.train(plan, run_dir, args.eval_freq, args.checkpoint_freq, args.ray_address, args.verbose, args.keep_checkpoints)
         print(f"{steps} timesteps; model in {run_dir}/{training.MODEL_NAME}/")
         return 0
     model = training.train(

@@ -39,7 +39,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv,
 from torch import nn
 
 import geopipe_env  # noqa: F401  (registers the env ids in this process)
-from agents.callbacks import BEST_MODEL_NAME, CHECKPOINT_PATTERN, checkpoints, save_agent, training_callbacks, vecnormalize_path
+from agents.callbacks import BEST_MODEL_NAME, checkpoint_timesteps, checkpoints, save_agent, saved_model_paths, training_callbacks, vecnormalize_path
 from agents.policies import CUSTOM_POLICIES
 from baselines.policy import DEFAULT_SEED_START
 from geopipe_env.env import GeoPipeEnv
@@ -294,28 +294,36 @@ def resume_source(run_dir: Path, needs_stats: bool) -> ResumeSource:
     Raises:
         TrainingInputError: no saved model of ``run_dir`` is readable.
     """
-    rank = {run_dir / f"{MODEL_NAME}.zip": 2, run_dir / f"{BEST_MODEL_NAME}.zip": 0}
-    candidates = [p for p in rank if p.is_file()] + checkpoints(run_dir / CHECKPOINT_DIR)
+    return newest_readable(
+        run_dir, f"{MODEL_NAME}.zip", f"{BEST_MODEL_NAME}.zip", checkpoints(run_dir / CHECKPOINT_DIR),
+        functools.partial(check_saved_model, needs_stats=needs_stats),
+    )
+
+
+def newest_readable(run_dir: Path, final: str, best: str, saved_checkpoints: Sequence[Path], check: Callable[[Path], int]) -> ResumeSource:
+    """Of the saved models of ``run_dir`` (its final model ``final``, its checkpoints and its best model ``best``),
+    the one ``check`` reads with the most timesteps; on a tie the final model, then a checkpoint.
+
+    Args:
+        check: the timesteps of a saved model, or :class:`TrainingInputError` saying why it cannot be read.
+
+    Raises:
+        TrainingInputError: no saved model of ``run_dir`` is readable.
+    """
+    ranked = [(p, 2) for p in saved_model_paths(run_dir / final)] + [(p, 1) for p in saved_checkpoints]
+    ranked += [(p, 0) for p in saved_model_paths(run_dir / best)]
     readable, unreadable = [], []
-    for path in candidates:
+    for path, rank in ranked:
         try:
-            readable.append((check_saved_model(path, needs_stats), rank.get(path, 1), path))
+            readable.append((check(path), rank, path))
         except TrainingInputError as exc:
             unreadable.append((path, str(exc)))
     if not readable:
         found = f"; unreadable: {'; '.join(why for _, why in unreadable)}" if unreadable else ""
-        raise TrainingInputError(
-            f"--resume {run_dir}: no saved model to resume from ({MODEL_NAME}.zip, {CHECKPOINT_DIR}/*.zip or {BEST_MODEL_NAME}.zip){found}"
-        )
+        raise TrainingInputError(f"--resume {run_dir}: no saved model to resume from ({final}, {CHECKPOINT_DIR}/ or {best}){found}")
     num_timesteps, _, path = max(readable)
-    passed_over = tuple(why for p, why in unreadable if _named_timesteps(p) is None or _named_timesteps(p) >= num_timesteps)
+    passed_over = tuple(why for p, why in unreadable if (n := checkpoint_timesteps(p)) is None or n >= num_timesteps)
     return ResumeSource(path, num_timesteps, passed_over)
-
-
-def _named_timesteps(path: Path) -> int | None:
-    """The timesteps a checkpoint's file name gives (None for model.zip and best_model.zip)."""
-    match = CHECKPOINT_PATTERN.fullmatch(path.name)
-    return None if match is None else int(match.group(1))
 
 
 def check_saved_model(path: Path, needs_stats: bool) -> int:
@@ -373,26 +381,13 @@ def plan_run(
     """
     source = None
     if resume is not None:
-        if not resume.is_dir():
-            raise TrainingInputError(f"--resume {resume}: no such run folder")
-        old_args = read_run_args(resume)
-        for name, given in (("algo", algo), ("env", env_id)):
-            if given is not None and old_args.get(name) not in (None, given):
-                raise TrainingInputError(f"--resume {resume}: that run used --{name} {old_args[name]}, not {given}")
-        algo = algo or old_args.get("algo")
-        env_id = env_id or old_args.get("env")
-        if algo is None or env_id is None or not (resume / CONFIG_FILE).is_file():
-            raise TrainingInputError(f"--resume {resume}: not a training run folder (needs {ARGS_FILE} and {CONFIG_FILE})")
-        for key in ("policy", "policy_kwargs"):
-            if key in overrides:
-                raise TrainingInputError(f"--resume: {key} is fixed by the saved model; it cannot be overridden")
+        algo, env_id, recorded = read_resumed_run(resume, algo, env_id, overrides, fixed=("policy", "policy_kwargs"))
     algo = algo or DEFAULT_ALGO
     env_id = env_id or DEFAULT_ENV_ID
     if algo not in ALGOS:
         raise TrainingInputError(f"unknown algorithm {algo!r}; expected one of {', '.join(ALGOS)}")
     if resume is not None:
-        old = _read_yaml(resume / CONFIG_FILE)
-        hyperparams = check_hyperparams({**old, **overrides}, f"{resume / CONFIG_FILE}")
+        hyperparams = check_hyperparams(recorded, f"{resume / CONFIG_FILE}")
         source = resume_source(resume, needs_stats=vecnormalize_kwargs(hyperparams) is not None)
     else:
         hyperparams = load_hyperparams(algo, env_id, overrides, hyperparams_path)
@@ -404,6 +399,35 @@ def plan_run(
         check_model_args(algo, env_id, hyperparams)
     eval_seeds = tuple(range(eval_seed_start, eval_seed_start + eval_episodes))
     return RunPlan(algo, env_id, seed, hyperparams, eval_seeds, source)
+
+
+def read_resumed_run(
+    resume: Path, algo: str | None, env_id: str | None, overrides: dict[str, Any], fixed: Sequence[str]
+) -> tuple[str, str, dict[str, Any]]:
+    """The algorithm, env id and hyperparameters (its ``config.yml`` updated by ``overrides``) of the run folder
+    ``resume``. ``algo`` and ``env_id`` may be None or must match the run's.
+
+    Raises:
+        TrainingInputError: ``resume`` is not a training run folder, names another algorithm or env id, or
+            ``overrides`` sets one of the ``fixed`` hyperparameters, which the saved model fixes.
+    """
+    if not resume.is_dir():
+        raise TrainingInputError(f"--resume {resume}: no such run folder")
+    old_args = read_run_args(resume)
+    for name, given in (("algo", algo), ("env", env_id)):
+        if given is not None and old_args.get(name) not in (None, given):
+            raise TrainingInputError(f"--resume {resume}: that run used --{name} {old_args[name]}, not {given}")
+    algo = algo or old_args.get("algo")
+    env_id = env_id or old_args.get("env")
+    if algo is None or env_id is None or not (resume / CONFIG_FILE).is_file():
+        raise TrainingInputError(f"--resume {resume}: not a training run folder (needs {ARGS_FILE} and {CONFIG_FILE})")
+    for key in fixed:
+        if key in overrides:
+            raise TrainingInputError(f"--resume: {key} is fixed by the saved model; it cannot be overridden")
+    recorded = _read_yaml(resume / CONFIG_FILE)
+    if not isinstance(recorded, dict):
+        raise TrainingInputError(f"{resume / CONFIG_FILE}: expected a mapping of hyperparameters")
+    return algo, env_id, {**recorded, **overrides}
 
 
 def read_run_args(run_dir: Path) -> dict[str, Any]:

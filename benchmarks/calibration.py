@@ -28,7 +28,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 import sys
 from typing import NamedTuple

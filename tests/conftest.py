@@ -10,10 +10,14 @@ import importlib.util
 import os
 import re
 import signal
+import subprocess
+import sys
+import time
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile("ci", max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -47,6 +51,39 @@ def _default_sigint() -> None:
 # default action, which Python turns into KeyboardInterrupt (a test run in the background of a shell inherits SIGINT
 # ignored, and the child would never see the Ctrl-C a test sends it).
 FOREGROUND_JOB = {"start_new_session": True, "preexec_fn": _default_sigint}
+TRAINING_START_TIMEOUT_S = 300.0  # the first gym.make of a fresh install compiles the kernels (about a minute, more on a busy machine)
+TRAINING_STOP_TIMEOUT_S = 60.0
+
+
+def start_training(log_dir: Path, *args: str) -> subprocess.Popen:
+    """``geopipe-train ARGS`` writing ``log_dir/run``, as a terminal's foreground job (:data:`FOREGROUND_JOB`), so
+    that a test can stop it the way Ctrl-C does, with ``os.killpg(process.pid, signal.SIGINT)``."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg", "PYTHONUNBUFFERED": "1"}
+    command = [sys.executable, "-m", "agents.train_cli", *args, "--log-dir", str(log_dir), "--run-name", "run"]
+    return subprocess.Popen(command, cwd=log_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **FOREGROUND_JOB)
+
+
+def wait_for(process: subprocess.Popen, ready) -> None:
+    """Poll until ``ready()``; fail with the process's stderr if it ends first or the wait times out."""
+    deadline = time.monotonic() + TRAINING_START_TIMEOUT_S
+    while not ready():
+        if process.poll() is not None:
+            pytest.fail(f"training ended with {process.returncode} first: {process.stderr.read()}")
+        if time.monotonic() > deadline:
+            process.kill()
+            pytest.fail("training did not get there in time")
+        time.sleep(0.05)
+
+
+def finish(process: subprocess.Popen) -> tuple[int, str]:
+    """(exit code, stderr) of a signalled process; fail with its stderr if it is still running a minute later."""
+    try:
+        _, err = process.communicate(timeout=TRAINING_STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        _, err = process.communicate()
+        pytest.fail(f"training went on after the signal: {err[-2000:]}")
+    return process.returncode, err
 
 
 def load_script(name: str):

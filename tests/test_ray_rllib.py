@@ -1,13 +1,16 @@
 """train.py --algo rllib_ppo and agents.rllib: masked PPO on RLlib, its run folder, and its agents in the policy protocol."""
 
 import csv
+import os
+import shutil
+import signal
 from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 import pytest
 import yaml
-from conftest import load_script
+from conftest import finish, load_script, start_training, wait_for
 
 from baselines import ray_backend
 
@@ -17,7 +20,9 @@ pytest.importorskip("ray.rllib")
 import geopipe_env  # noqa: E402,F401
 from agents import ObservationSpaceMismatch, load_agent  # noqa: E402
 from agents import rllib_training  # noqa: E402
-from agents.rllib import MaskedFlatObservation, RLlibAgentPolicy, RunFolderPPO  # noqa: E402
+from agents.callbacks import checkpoints, prune_checkpoints, replace_atomically  # noqa: E402
+from agents.rllib import MODULE_IN_CHECKPOINT, MaskedFlatObservation, RLlibAgentPolicy, RunFolderPPO, load_rllib_agent, make_masked_env  # noqa: E402
+from agents.training import TrainingInputError  # noqa: E402
 from baselines.policy import play_episode  # noqa: E402
 
 train = load_script("train")
@@ -128,11 +133,12 @@ def test_evaluate_compares_the_rllib_agent(rllib_run, tmp_path, capsys):
         (["--hyperparams", "num_env_runners=-1"], "num_env_runners"),
         (["--hyperparams", "fcnet_activation=sigmoid"], "fcnet_activation"),
         (["--seed", "999", "--hyperparams", "num_env_runners=2"], "held out"),
-        (["--resume", "."], "--resume"),
+        (["--resume", "."], "not a training run folder"),
     ],
 )
 def test_bad_input_exits_2_before_writing(args, message, tmp_path, capsys):
-    """Bad hyperparameters, training seeds that reach 1000, or --resume stop with exit code 2 and one line."""
+    """Bad hyperparameters, training seeds that reach 1000, or --resume of a folder that is no run stop with exit
+    code 2 and one line."""
     with pytest.raises(SystemExit) as exit_info:
         train.main(["--algo", "rllib_ppo", "--env", TOY, *args, "--log-dir", str(tmp_path)])
     assert exit_info.value.code == 2
@@ -154,3 +160,133 @@ def test_masked_layout_matches_the_env():
     obs, info = env.reset(seed=0)
     assert env.observation_space.contains(obs)
     np.testing.assert_array_equal(obs["action_mask"], info["action_mask"].astype(np.float32))
+
+
+# ---------------------------------------------------------------------------------------------------- resume
+def _resume(run: Path, log_dir: Path, *args: str) -> int:
+    return train.main(["--resume", str(run), "--n-timesteps", "64", "--verbose", "0", "--log-dir", str(log_dir), *args])
+
+
+def test_resume_continues_the_run_with_its_settings(rllib_run, tmp_path, capsys):
+    """--resume continues from model/ with one line, counts env steps on from it, and keeps the run's settings."""
+    assert _resume(rllib_run, tmp_path, "--run-name", "resumed") == 0
+    assert f"resuming from {rllib_run / 'model'} (128 timesteps)" in capsys.readouterr().out
+    resumed = tmp_path / "resumed"
+    assert rllib_training.saved_env_steps(resumed / "model") == 192
+    assert [p.name for p in checkpoints(resumed / "checkpoints", suffix="")] == ["model_192_steps"]
+    args = yaml.safe_load((resumed / "args.yml").read_text())
+    assert (args["algo"], args["eval_freq"], args["checkpoint_freq"], args["resume_model"]) == ("rllib_ppo", 64, 64, str(rllib_run / "model"))
+    assert yaml.safe_load((resumed / "config.yml").read_text())["train_batch_size"] == 64
+    with open(resumed / "evaluations.csv") as f:
+        assert [int(r["timesteps"]) for r in csv.DictReader(f)] == [192]
+
+
+def test_restore_takes_the_saved_weights(rllib_run):
+    """The resumed algorithm starts from the checkpoint's module weights and env step count, not from fresh ones."""
+    import torch
+    from ray.tune.registry import register_env
+
+    plan = rllib_training.plan_run(None, None, 0, {"n_timesteps": 64}, 1, resume=rllib_run)
+    saved = load_rllib_agent(plan.resume.path).module.state_dict()
+    ray_backend.connect(num_cpus=1, extra="rllib")
+    try:
+        register_env(rllib_training.ENV_NAME, make_masked_env)
+        algo = RunFolderPPO(config=rllib_training.build_config(plan), run_dir=None)
+        try:
+            fresh = {k: v.clone() for k, v in algo.get_module().state_dict().items()}
+            algo.restore_from_path(str(plan.resume.path.resolve()))
+            restored = algo.get_module().state_dict()
+        finally:
+            algo.stop()
+    finally:
+        ray_backend.disconnect()
+    assert restored and restored.keys() <= saved.keys()  # the sampling module: the saved one less its value network
+    assert all(torch.equal(torch.as_tensor(restored[k]), torch.as_tensor(saved[k])) for k in restored)
+    assert not all(torch.equal(torch.as_tensor(fresh[k]), torch.as_tensor(saved[k])) for k in restored)
+
+
+def test_resume_passes_over_a_checkpoint_cut_short(rllib_run, tmp_path):
+    """With model/ and best_model/ gone and the newest checkpoint's weights cut short, resume takes the checkpoint
+    before it and says why in one line; with only a replaced best_model/'s whole old copy left, it takes that."""
+    run = tmp_path / "copy"
+    shutil.copytree(rllib_run, run)
+    shutil.rmtree(run / "model")
+    *_, previous, newest = checkpoints(run / "checkpoints", suffix="")
+    weights = newest / MODULE_IN_CHECKPOINT / "module_state.pkl"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    (run / "best_model").rename(run / ".best_model.old")  # a replacement killed between its two renames
+    source = rllib_training.resume_source(run)
+    assert (source.path, source.num_timesteps) == (previous, 64)
+    assert len(source.unreadable) == 1 and f"{newest} (its {weights.relative_to(newest)} is unreadable" in source.describe()
+    for folder in checkpoints(run / "checkpoints", suffix=""):
+        shutil.rmtree(folder)
+    assert rllib_training.resume_source(run).path == run / ".best_model.old"
+    shutil.rmtree(run / ".best_model.old")
+    with pytest.raises(TrainingInputError, match="no saved model to resume from"):
+        rllib_training.resume_source(run)
+
+
+def test_a_folder_save_killed_midway_keeps_the_old_folder(tmp_path):
+    """A checkpoint folder replaced by a save that fails partway keeps its old content; the next save replaces it whole."""
+    target = tmp_path / "model"
+    target.mkdir()
+    (target / "state.pkl").write_bytes(b"old")
+
+    def fail_partway(temp: Path) -> None:
+        temp.mkdir()
+        (temp / "state.pkl").write_bytes(b"new, cut")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        replace_atomically(fail_partway, target)
+    assert [p.name for p in tmp_path.iterdir()] == ["model"] and (target / "state.pkl").read_bytes() == b"old"
+
+    def write(temp: Path) -> None:
+        temp.mkdir()
+        (temp / "state.pkl").write_bytes(b"new")
+
+    replace_atomically(write, target)
+    assert [p.name for p in tmp_path.iterdir()] == ["model"] and (target / "state.pkl").read_bytes() == b"new"
+
+
+def test_keep_checkpoints_deletes_the_oldest_folders(tmp_path):
+    """--keep-checkpoints N keeps the newest N checkpoint folders, by the env steps in their names, and nothing else."""
+    for steps in (64, 128, 640, 1280):
+        (tmp_path / f"model_{steps}_steps").mkdir()
+    (tmp_path / "model_9_steps.zip").write_bytes(b"")  # an SB3 checkpoint is not an RLlib one
+    prune_checkpoints(tmp_path, keep=2, suffix="")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model_1280_steps", "model_640_steps", "model_9_steps.zip"]
+
+
+RLLIB_RUN = ["--algo", "rllib_ppo", "--env", TOY, "--n-timesteps", "1000000", "--eval-episodes", "1", "--verbose", "0",
+             "--hyperparams", "train_batch_size=64"]
+
+
+def test_ctrl_c_saves_the_model_and_exits_130(tmp_path):
+    """Ctrl-C stops an RLlib training process with exit code 130 and one line, after saving model/ at the step it
+    stopped; no save is left half-written."""
+    process = start_training(tmp_path, *RLLIB_RUN, "--eval-freq", "128", "--checkpoint-freq", "64")
+    run = tmp_path / "run"
+    wait_for(process, lambda: len(checkpoints(run / "checkpoints", suffix="")) >= 2)
+    os.killpg(process.pid, signal.SIGINT)
+    code, err = finish(process)
+    assert code == 130, err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("geopipe-train: interrupted at") and "Traceback" not in err
+    stopped_at = int(last.split("interrupted at ")[1].split()[0])
+    assert rllib_training.saved_env_steps(run / "model") == stopped_at >= rllib_training.saved_env_steps(checkpoints(run / "checkpoints", suffix="")[-1])
+    assert not [p for p in run.rglob(".*") if p.name.endswith((".tmp", ".old"))]
+
+
+def test_sigkill_before_the_first_checkpoint_resumes_from_the_best_model(tmp_path, capsys):
+    """SIGKILL after the first evaluation but before any checkpoint: resume continues from best_model/."""
+    process = start_training(tmp_path, *RLLIB_RUN, "--eval-freq", "64", "--checkpoint-freq", "1000000")
+    run = tmp_path / "run"
+    wait_for(process, lambda: (run / "best_model").is_dir())
+    os.killpg(process.pid, signal.SIGKILL)
+    assert finish(process)[0] == -signal.SIGKILL
+    assert not (run / "model").exists() and checkpoints(run / "checkpoints", suffix="") == []
+    best = rllib_training.saved_env_steps(run / "best_model")
+    assert _resume(run, tmp_path, "--run-name", "resumed") == 0
+    assert f"resuming from {run / 'best_model'} ({best:,} timesteps)" in capsys.readouterr().out
+    assert rllib_training.saved_env_steps(tmp_path / "resumed" / "model") == best + 64

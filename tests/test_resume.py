@@ -10,13 +10,12 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
-from conftest import FOREGROUND_JOB
+from conftest import finish, start_training, wait_for
 
 from agents import train_cli
 from agents.callbacks import checkpoints, replace_atomically
@@ -28,41 +27,11 @@ ROOT = Path(__file__).resolve().parents[1]
 TOY = "GeoPipe-Toy-v0"
 # Small rollouts so that checkpoints and evaluations come within a second or two of training.
 FAST = ["--env", TOY, "--eval-episodes", "1", "--verbose", "0", "--no-progress-bar", "--hyperparams", "n_steps=32", "batch_size=32", "n_epochs=1"]
-START_TIMEOUT_S = 300.0  # the first gym.make of a fresh install compiles the kernels (about a minute, more on a busy machine)
-STOP_TIMEOUT_S = 60.0
 
 
-def start_training(log_dir: Path, *args: str) -> subprocess.Popen:
-    """``geopipe-train`` as a terminal's foreground job: its own process group, with Ctrl-C's default action, which
-    Python turns into KeyboardInterrupt (a test run in the background of a shell inherits SIGINT ignored)."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg", "PYTHONUNBUFFERED": "1"}
-    command = [sys.executable, "-m", "agents.train_cli", *FAST, "--n-timesteps", "1000000", "--log-dir", str(log_dir), "--run-name", "run", *args]
-    return subprocess.Popen(
-        command, cwd=log_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **FOREGROUND_JOB,
-    )
-
-
-def wait_for(process: subprocess.Popen, ready) -> None:
-    """Poll until ``ready()``; fail with the process's stderr if it ends first or the wait times out."""
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while not ready():
-        if process.poll() is not None:
-            pytest.fail(f"training ended with {process.returncode} first: {process.stderr.read()}")
-        if time.monotonic() > deadline:
-            process.kill()
-            pytest.fail("training did not get there in time")
-        time.sleep(0.05)
-
-
-def finish(process: subprocess.Popen) -> tuple[int, str]:
-    """(exit code, stderr) of a signalled process; fail with its stderr if it is still running a minute later."""
-    try:
-        _, err = process.communicate(timeout=STOP_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        _, err = process.communicate()
-        pytest.fail(f"training went on after the signal: {err[-2000:]}")
-    return process.returncode, err
+def start(log_dir: Path, *args: str):
+    """SB3 training on the toy world, with small rollouts, for far longer than any test waits."""
+    return start_training(log_dir, *FAST, "--n-timesteps", "1000000", *args)
 
 
 def resume(run: Path, log_dir: Path, *args: str) -> int:
@@ -78,7 +47,7 @@ def resume(run: Path, log_dir: Path, *args: str) -> int:
 def interrupted_run(tmp_path_factory):
     """A run stopped by Ctrl-C once it wrote its third checkpoint: (run folder, exit code, stderr)."""
     log_dir = tmp_path_factory.mktemp("sigint")
-    process = start_training(log_dir, "--eval-freq", "128", "--checkpoint-freq", "64", "--keep-checkpoints", "0")
+    process = start(log_dir, "--eval-freq", "128", "--checkpoint-freq", "64", "--keep-checkpoints", "0")
     wait_for(process, lambda: len(checkpoints(log_dir / "run" / "checkpoints")) >= 3)
     os.killpg(process.pid, signal.SIGINT)
     return log_dir / "run", *finish(process)
@@ -131,7 +100,7 @@ def test_a_truncated_checkpoint_is_passed_over_with_one_line(interrupted_run, tm
 def test_sigkill_before_the_first_checkpoint_resumes_from_the_best_model(tmp_path, capsys):
     """SIGKILL after the first evaluation but before any checkpoint: no model.zip, no checkpoint, and resume
     continues from best_model.zip with one line saying so."""
-    process = start_training(tmp_path, "--eval-freq", "64", "--checkpoint-freq", "1000000")
+    process = start(tmp_path, "--eval-freq", "64", "--checkpoint-freq", "1000000")
     run = tmp_path / "run"
     wait_for(process, lambda: (run / "best_model.zip").is_file())
     os.killpg(process.pid, signal.SIGKILL)
