@@ -181,6 +181,20 @@ def test_resume_continues_the_run_with_its_settings(rllib_run, tmp_path, capsys)
         assert [int(r["timesteps"]) for r in csv.DictReader(f)] == [192]
 
 
+@pytest.mark.parametrize(("args", "message"), [
+    (["--hyperparams", "fcnet_hiddens=[8]"], "fcnet_hiddens is fixed by the saved model"),
+    (["--algo", "ppo"], "that run used --algo rllib_ppo, not ppo"),
+    (["--env", "GeoPipe-v0"], f"that run used --env {TOY}, not GeoPipe-v0"),
+])
+def test_resume_refuses_what_the_checkpoint_fixes(rllib_run, tmp_path, capsys, args, message):
+    """A resumed RLlib run keeps its module's shape, algorithm and env: asking for others exits 2 with one line."""
+    with pytest.raises(SystemExit) as exit_info:
+        _resume(rllib_run, tmp_path, *args)
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and message in err and len(err.splitlines()) == 1
+    assert not any(tmp_path.iterdir())
+
+
 def test_restore_takes_the_saved_weights(rllib_run):
     """The resumed algorithm starts from the checkpoint's module weights and env step count, not from fresh ones."""
     import torch
