@@ -59,7 +59,7 @@ def replace_atomically(write: Callable[[Path], object], path: Path) -> None:
     try:
         _delete(temp)
         write(temp)
-        for file in sorted(temp.rglob("*")) if temp.is_dir() else [temp]:
+        for file in temp.rglob("*") if temp.is_dir() else [temp]:
             if file.is_file():
                 with open(file, "rb+") as f:
                     os.fsync(f.fileno())
@@ -240,7 +240,7 @@ def checkpoint_timesteps(path: Path) -> int | None:
 def checkpoints(folder: Path, suffix: str = ".zip") -> list[Path]:
     """The checkpoints in ``folder`` (``.zip`` files, or with ``suffix`` "" RLlib's folders), oldest first by the
     timesteps in their names."""
-    found = [(n, p) for p in folder.glob(f"{CHECKPOINT_PREFIX}_*_steps{suffix}") if (n := checkpoint_timesteps(p)) is not None and p.suffix == suffix]
+    found = [(n, p) for p in folder.glob(f"{CHECKPOINT_PREFIX}_*_steps{suffix}") if (n := checkpoint_timesteps(p)) is not None]
     return [p for _, p in sorted(found)]
 
 

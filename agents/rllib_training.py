@@ -131,7 +131,7 @@ def plan_run(
         raise TrainingInputError(f"{ALGO} needs the 'rllib' extra: {INSTALL_COMMANDS['rllib']}")
     source = None
     if resume is not None:
-        algo, env_id, recorded = read_resumed_run(resume, algo or ALGO, env_id, overrides, fixed=MODEL_KEYS)
+        _, env_id, recorded = read_resumed_run(resume, ALGO, env_id, overrides, fixed=MODEL_KEYS)
         hyperparams = check_hyperparams(recorded, f"{resume / CONFIG_FILE}")
         source = resume_source(resume)
     else:
@@ -163,19 +163,21 @@ def saved_env_steps(path: Path) -> int:
     """
     if not (path / CHECKPOINT_FILE).is_file():
         raise TrainingInputError(f"{path} (not an RLlib checkpoint: no {CHECKPOINT_FILE})")
-    for file in sorted(path.rglob("*")):
+    state = None
+    for file in sorted(path.rglob("*")):  # sorted: the same file reported first on every machine
         try:
             if file.suffix == ".json":
                 json.loads(file.read_text())
             elif file.suffix == ".pkl":
                 with open(file, "rb") as f:
-                    pickle.load(f)  # noqa: S301 (the run's own file)
+                    loaded = pickle.load(f)  # noqa: S301 (the run's own file)
+                if file == path / STATE_FILE:
+                    state = loaded
         except Exception as exc:  # a file cut short raises EOFError, UnpicklingError, JSONDecodeError, ...
             raise TrainingInputError(f"{path} (its {file.relative_to(path)} is unreadable: {type(exc).__name__})") from exc
     try:
-        with open(path / STATE_FILE, "rb") as f:
-            return int(pickle.load(f)["metrics_logger"]["stats"][STEPS_METRIC]["lifetime_sum"])  # noqa: S301
-    except (OSError, KeyError, TypeError, ValueError) as exc:
+        return int(state["metrics_logger"]["stats"][STEPS_METRIC]["lifetime_sum"])
+    except (KeyError, TypeError, ValueError) as exc:  # TypeError: no state file
         raise TrainingInputError(f"{path} (its {STATE_FILE} does not count the env steps sampled: {type(exc).__name__})") from exc
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from agents.loading import missing_train_extra
 from baselines.cli import OneLineErrorParser, command_line, int_at_least
@@ -74,9 +75,9 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     return parser
 
 
-def resolve_settings(args: argparse.Namespace) -> None:
-    """Fill the settings not given on the command line (None in ``args``): from the resumed run's ``args.yml``
-    when resuming (the log folder: the resumed run's own), else the defaults.
+def resolve_settings(args: argparse.Namespace, old: dict[str, Any]) -> None:
+    """Fill the settings not given on the command line (None in ``args``): from ``old``, the resumed run's
+    ``args.yml``, when resuming (the log folder: the resumed run's own), else the defaults.
 
     Raises:
         TrainingInputError: the resumed run's ``args.yml`` holds a setting of the wrong type.
@@ -84,7 +85,6 @@ def resolve_settings(args: argparse.Namespace) -> None:
     from agents import training
 
     defaults = {**RESUMED_SETTINGS, "eval_seed_start": training.FIRST_HELD_OUT_SEED}
-    old = training.read_run_args(args.resume) if args.resume is not None else {}
     for name, default in defaults.items():
         if getattr(args, name) is not None:
             continue
@@ -123,17 +123,15 @@ def _train(parser: argparse.ArgumentParser, args: argparse.Namespace, command: s
     from agents import rllib_training, training
 
     try:
-        if args.resume is not None and not args.resume.is_dir():
-            raise training.TrainingInputError(f"--resume {args.resume}: no such run folder")
-        resumed_algo = training.read_run_args(args.resume).get("algo") if args.resume is not None else None
-        rllib = (args.algo or resumed_algo) == rllib_training.ALGO
+        old = training.read_run_args(args.resume) if args.resume is not None else {}
+        rllib = (args.algo or old.get("algo")) == rllib_training.ALGO
         if args.ray_address is not None and not rllib:
             raise training.TrainingInputError(f"--ray-address needs --algo {rllib_training.ALGO}")
         if rllib:  # before anything imports ray: reading a checkpoint to resume from does
             from baselines.ray_backend import prepare_environment
 
             prepare_environment(args.ray_address)
-        resolve_settings(args)
+        resolve_settings(args, old)
         overrides = training.parse_overrides(args.hyperparams)
         if args.n_timesteps is not None:
             overrides["n_timesteps"] = args.n_timesteps
