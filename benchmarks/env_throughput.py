@@ -4,7 +4,8 @@ Usage: ``python benchmarks/env_throughput.py [--env GeoPipe-v0] [--decisions 300
 and the median. Each run steps until it has taken ``--decisions`` actions, resetting (with the next seed) whenever
 an episode ends, and counts the resets' time too. The figure is end to end: the policy's time is in it. Each run
 also prints the env's own rate (the time inside ``reset`` and ``step`` alone), so that a reader can tell the env
-from the policy.
+from the policy, and at the end each process cache's hits and misses (``geopipe_env.caches``): the timing memo's
+misses are the schedule executor's runs and the closed forms' evaluations.
 
 The policy draws uniformly among the valid actions: an index into ``np.flatnonzero(mask)`` from
 ``rng.integers``, which costs about 5 µs a decision. (``rng.choice`` over the same array draws from the same
@@ -23,6 +24,7 @@ import numpy as np
 
 import geopipe_env  # noqa: F401
 from baselines.cli import int_at_least
+from geopipe_env import caches
 
 
 def masked_random_action(rng: np.random.Generator, mask: np.ndarray) -> int:
@@ -66,7 +68,15 @@ def main(argv: list[str] | None = None) -> int:
               f"{episodes} episodes)")
     print(f"{args.env}: median {statistics.median(rates):,.0f} decisions/s over {args.runs} runs "
           f"(the env's own time: {statistics.median(env_rates):,.0f})")
+    print_cache_stats()
     return 0
+
+
+def print_cache_stats() -> None:
+    """One line per process cache: its hits, misses and size (the runs of a process share them)."""
+    for name, (hits, misses, size, maxsize) in caches.stats().items():
+        rate = hits / (hits + misses) if hits + misses else 0.0
+        print(f"  cache {name}: {hits:,} hits, {misses:,} misses ({rate:.0%} hits), {size:,} of {maxsize:,} entries")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from geopipe_env.compiled import jit
-from geopipe_env.layout_table import LayoutTable, executor_total_s, find_layout
+from geopipe_env.layout_table import LayoutTable, find_layout
 from geopipe_env.physics.energy import cumulative_at, gpu_power_w, weighted_integral
 from geopipe_env.physics.network import is_stalled
 from geopipe_env.physics.pipeline import MODEL_EXECUTOR, iteration_total_s
@@ -22,7 +22,8 @@ from geopipe_env.tables import (
     C_CARBON, C_COST, C_DEMAND, C_DURATION, C_ITERATION, C_RATE, C_STALLED, CAND_BANDWIDTH_SLACK, CAND_CARBON,
     CAND_COST, CAND_FEASIBLE, CAND_LOG_DURATION, CAND_LOG_ITERATION_VS_ISOLATED, CAND_SCHEDULE, CAND_STALLED,
     CAND_WAN_HOPS, CANDIDATE_FEATURES, MAX_SCHEDULES,
-    C_SCHEDULE, J_ITERATIONS, J_PROFILE, LF_ALLREDUCE, LF_DEMAND, LF_WAN_BYTES, LI_KIND, LI_SCHEDULE, LI_WRAP,
+    C_SCHEDULE, J_ITERATIONS, J_PROFILE, LF_ALLREDUCE, LF_DEMAND, LF_MEMO_CADENCE, LF_MEMO_TOTAL, LF_WAN_BYTES, LI_KIND,
+    LI_SCHEDULE, LI_WRAP,
     NUM_CANDIDATE_FLOATS, P_FITS, P_MICROBATCHES, P_STAGE_GPUS, P_STAGES, P_TABLE_ID, PF_ADMIT_PER_FORWARD,
     PF_BUSY_PER_FORWARD, PF_FORWARD, PF_WAN_BYTES,
 )
@@ -257,7 +258,7 @@ def candidate_table(
     profile_f, profile_i,
     visible, job_i, job_run_s,
     strategies,
-    index, layout_f, layout_i, arrays, places, programs,
+    index, layout_f, layout_i, arrays, places,
     candidate_of, candidate_f, candidate_place, candidate_length, misses, mask,
 ) -> tuple[int, int, int]:
     """The candidate table of the visible jobs (``strategies.candidate_row`` for each, in slot order).
@@ -278,19 +279,20 @@ def candidate_table(
             price over).
         strategies (K,): strategy codes (``BACE_PIPE`` … ``GREENEST``; a negative code leaves column k to the
             caller).
-        index … programs: a :class:`~geopipe_env.layout_table.LayoutTable`'s arrays.
+        index … places: a :class:`~geopipe_env.layout_table.LayoutTable`'s arrays.
         candidate_of (Q, K): written, the candidate behind each action (−1: masked). candidate_f (C, 7),
             candidate_place (C, 2R), candidate_length (C,): written, each candidate's figures
             (``tables.CANDIDATE_FLOATS``),
             regions and stages, and path length.
         misses (X, 2R + 2): written, the (profile, length, regions, stages) of placements whose layout the table
-            lacks.
+            lacks, and ``−1 − lay`` (first column) for executor layouts to time at the floor their row asks for
+            (``LayoutTable.time_requested``).
         mask (A,): written (with no misses), the env's action mask: action ``slot·K + k`` valid where
             ``candidate_of[slot, k] >= 0``, every other action invalid but the last (wait), which is valid.
 
     Returns:
         ``(candidates, misses, launches)``: how many rows of the first two were written, and how many actions
-        launch a job. With misses the table is incomplete: add them to the layout table and call again.
+        launch a job. With misses the table is incomplete: add or time them and call again.
     """
     num_regions = free_gpus.shape[0]
     num_slots = visible.shape[0]
@@ -407,7 +409,15 @@ def candidate_table(
             if length > 1:
                 min_cadence = transfer_time_s(layout_f[lay, LF_WAN_BYTES], rate)
             if layout_i[lay, LI_KIND] == MODEL_EXECUTOR:
-                t_iter = executor_total_s(layout_f, layout_i, arrays, places, programs, lay, min_cadence)
+                # The executor runs in Python, behind the process's timing memo: a time at another cadence floor
+                # than the row's memo holds is asked for (the floor written, the time NaN) as a miss ``−1 − lay``.
+                if layout_f[lay, LF_MEMO_CADENCE] != min_cadence or np.isnan(layout_f[lay, LF_MEMO_TOTAL]):
+                    layout_f[lay, LF_MEMO_CADENCE] = min_cadence
+                    layout_f[lay, LF_MEMO_TOTAL] = np.nan
+                    misses[num_misses, 0] = -1 - lay
+                    num_misses += 1
+                    continue
+                t_iter = layout_f[lay, LF_MEMO_TOTAL]
             else:
                 t_iter = iteration_total_s(layout_f, layout_i, arrays, lay, min_cadence)
             t_iter += layout_f[lay, LF_ALLREDUCE]
@@ -514,7 +524,7 @@ def warm_up() -> None:
         np.zeros((1, 2)), np.zeros((1, 1)), np.zeros((1, 2)), np.zeros((1, 1)), np.ones((1, PF_FORWARD + 1)),
         np.ones((1, 5), dtype=np.int64), zero_ints, np.array([[0], [1]], dtype=np.int64), np.ones(1), zero_ints,
         table.index, table.layout_f, table.layout_i, table.arrays,
-        table.places, table.programs, out_of, out_f, np.zeros((1, 2), dtype=np.int64), zero_ints.copy(), np.zeros((1, 4), dtype=np.int64),
+        table.places, out_of, out_f, np.zeros((1, 2), dtype=np.int64), zero_ints.copy(), np.zeros((1, 4), dtype=np.int64),
         np.zeros(2, dtype=np.bool_),
     )
     candidate_features(out_of, out_f, zero_ints, np.ones(1), np.zeros((1, MAX_SCHEDULES)), 1.0, 1.0, 1.0, 1.0,

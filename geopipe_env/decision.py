@@ -195,7 +195,7 @@ class CompiledBackend:
             used, num_misses, launches = ck.candidate_table(
                 sim.now_s, sim.free_gpus, sim.capacity_gbps, sim.link_load_gbps, *self._world,
                 self.profile_f, self.profile_i, ids, self.job_i, self.job_run_s, self.codes,
-                table.index, table.layout_f, table.layout_i, table.arrays, table.places, table.programs,
+                table.index, table.layout_f, table.layout_i, table.arrays, table.places,
                 rows, self.candidate_f, self.candidate_place, self.candidate_length, self._misses, mask,
             )
             if not num_misses:
@@ -203,6 +203,9 @@ class CompiledBackend:
             num_regions = sim.world.num_regions
             for miss in self._misses[:num_misses]:
                 p, length = int(miss[0]), int(miss[1])
+                if p < 0:
+                    table.time_requested(-1 - p)
+                    continue
                 regions, stages = miss[2:2 + length], miss[2 + num_regions:2 + num_regions + length]
                 table.add(sim, sim.world.jobs[self._profile_job[p]], regions, stages)
         if self.python_columns:

@@ -69,10 +69,11 @@ from typing import Any, TextIO
 
 import gymnasium as gym
 import numpy as np
+from cachetools import LRUCache
 
 from geopipe_env import candidate_kernels, layout_table, observation, sim_kernels, simulator
 from geopipe_env.decision import DecisionBackend, make_backend
-from geopipe_env.generator import World, sample_world
+from geopipe_env.generator import World, new_profile_cache, sample_world
 from geopipe_env.loader import (
     KeyedValueError,
     builtin_names,
@@ -205,7 +206,8 @@ class GeoPipeEnv(gym.Env):
         # Per scenario: its reward's cost weight, its decision backend and its model profiles across episodes
         # (generator.sample_world).
         self._mixture: list[tuple[Scenario, float, DecisionBackend, dict]] = [
-            (s, s.cost_weight if cost_weight is None else cost_weight, make_backend(self.strategies, timing, s, self.queue_slots), {})
+            (s, s.cost_weight if cost_weight is None else cost_weight, make_backend(self.strategies, timing, s, self.queue_slots),
+             new_profile_cache())
             for s in self.scenarios
         ]
         self._use_scenario(0)
@@ -214,7 +216,7 @@ class GeoPipeEnv(gym.Env):
         self.observation_space = observation_space(self.max_regions, self.queue_slots, self.num_strategies)
         self.world: World | None = None
         self.sim: ClusterSim | None = None
-        self._encoder_constants: dict = {}  # the observation's constants of the last world physics
+        self._encoder_constants = LRUCache(1)  # the observation's constants of the last world physics
 
     def _use_scenario(self, index: int) -> None:
         """Make the mixture's ``index``-th scenario the one the next episode runs."""

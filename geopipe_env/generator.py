@@ -9,9 +9,11 @@ the ``rng`` argument, which the env seeds.
 from __future__ import annotations
 
 import math
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 
 import numpy as np
+from cachetools import LRUCache
 
 from geopipe_env.physics import pipeline
 from geopipe_env.physics.energy import HourlyIntegral, gpu_power_w
@@ -243,7 +245,7 @@ def _draw_indices(rng: np.random.Generator, sizes: np.ndarray | list[int]) -> li
     return rng.integers(0, np.asarray(sizes, dtype=np.int64)).tolist()
 
 
-PROFILE_CACHE_SIZE = 256  # model profiles kept per cache; cleared when full (randomised worlds rarely repeat)
+PROFILE_CACHE_SIZE = 256  # model profiles an env keeps (new_profile_cache), least recently used first out
 MAX_GPU_TYPE_DRAWS = 1000
 _GPU_FIELDS = ("tflops", "memory_gb", "busy_watts", "idle_watts", "kernel_efficiency")
 
@@ -293,10 +295,17 @@ def _hourly(series: list, start_hour: int, num_hours: int, at_mean: bool) -> np.
     return out
 
 
-def sample_world(scenario: Scenario, rng: np.random.Generator, profile_cache: dict | None = None) -> World:
+def new_profile_cache() -> LRUCache:
+    """A cache of model profiles for :func:`sample_world`, bounded at :data:`PROFILE_CACHE_SIZE` (randomised
+    worlds rarely repeat a profile)."""
+    return LRUCache(PROFILE_CACHE_SIZE)
+
+
+def sample_world(scenario: Scenario, rng: np.random.Generator, profile_cache: MutableMapping | None = None) -> World:
     """Draw one episode's world from ``scenario`` using ``rng`` only.
 
-    ``profile_cache`` (optional, owned by the caller and used with one scenario only) memoises model profiles
+    ``profile_cache`` (optional, owned by the caller and used with one scenario only; :func:`new_profile_cache`
+    gives a bounded one) memoises model profiles
     across episodes: a profile is a pure function of the scenario, the model and the episode's GPU counts and
     bandwidths, so episodes without randomisation recompute none.
     """
@@ -321,8 +330,6 @@ def sample_world(scenario: Scenario, rng: np.random.Generator, profile_cache: di
     # Jobs of one model share their sizing, timing and memory fit within a world (and across equal worlds).
     if profile_cache is None:
         profile_cache = {}
-    elif len(profile_cache) >= PROFILE_CACHE_SIZE:
-        profile_cache.clear()
     arrivals = _sample_arrivals(scenario, rng)
     links = _LazyLinkFacts(bandwidth, latency, net.intra_bandwidth_gbps, net.intra_latency_s)
     for _ in range(MAX_GPU_TYPE_DRAWS):

@@ -5,32 +5,34 @@ A layout's timing at any allocated rate needs only its analytic model taken apar
 layout, in rows of flat arrays (columns: ``tables.LAYOUT_FLOATS`` and ``tables.LAYOUT_INTS``) that compiled code
 reads by integer id (``pipeline.iteration_total_s``), and finds a placement's id by a hash of it in an
 open-addressing index, a plain array (:func:`find_layout`). :func:`store_layout` times and stores a new layout in
-compiled code. The envs of a process share one table per world timing (:func:`shared_table`): layouts recur across
-episodes and envs of one scenario.
+compiled code. A layout the schedule executor times keeps only its placement, demand and a one-entry memo of its time
+in the table; the compiled table asks Python for a time at a new cadence floor (:meth:`LayoutTable.time_requested`),
+which the process's one timing memo answers (``schedule.TIMINGS``). The envs of a process share one table per world
+timing (:func:`shared_table`): layouts recur across episodes and envs of one scenario.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from geopipe_env.caches import ProcessCache
 from geopipe_env.compiled import jit
 from geopipe_env.generator import Job, World, timing_key
-from geopipe_env.physics import pipeline, schedule
+from geopipe_env.physics import pipeline
 from geopipe_env.physics.pipeline import (
     MODEL_EXECUTOR, MODEL_PATHS, demand_gbps, fold_paths, model_scalars, packed_fixed_paths, stage_arrays, tab_part,
 )
-from geopipe_env.physics.schedule import timed_total_s
 from geopipe_env.simulator import ClusterSim, Placement
 from geopipe_env.tables import (
     LAYOUT_FLOATS, LAYOUT_INTS, LF_ALLREDUCE, LF_BASE, LF_CONSTANT, LF_DEMAND, LF_LAST_STAGE, LF_MEMO_CADENCE,
-    LF_MEMO_TOTAL, LF_WAN_BYTES, LI_ARRAYS, LI_CHUNKS, LI_DEVICES, LI_HOPS, LI_KIND, LI_LINKS, LI_LINKS_AT, LI_M,
-    LI_PATH, LI_PROFILE, LI_PROGRAM, LI_SCHEDULE, LI_SEGMENTS, LI_TAILS, LI_WRAP, TAB_PRE, TAB_SEGMENT, TAB_TAIL_REST,
+    LF_MEMO_TOTAL, LF_WAN_BYTES, LI_ARRAYS, LI_HOPS, LI_KIND, LI_M, LI_PATH, LI_PROFILE, LI_SCHEDULE, LI_SEGMENTS,
+    LI_TAILS, LI_WRAP, TAB_PRE, TAB_SEGMENT, TAB_TAIL_REST,
 )
 
 # The table empties itself when its path arrays pass this many floats (8 MiB), or its layouts MAX_TABLE_LAYOUTS.
 MAX_TABLE_FLOATS = 1 << 20
 MAX_TABLE_LAYOUTS = 4096
-SHARED_TABLES = 4  # tables the process keeps (shared_table), one per world timing; all forgotten when full
+SHARED_TABLES = 4  # tables the process keeps (shared_table), one per world timing
 
 
 class LayoutTable:
@@ -41,9 +43,8 @@ class LayoutTable:
         self.layout_f = np.zeros((16, len(LAYOUT_FLOATS)))  # (capacity, NUM_LAYOUT_FLOATS)
         self.layout_i = np.zeros((16, len(LAYOUT_INTS)), dtype=np.int64)  # (capacity, NUM_LAYOUT_INTS)
         self.arrays = np.zeros(4096)  # the layouts' 1F1B path lines or executor floats, one after the other
-        # The layouts' regions and stages, one after the other (and an executor layout's link map and WAN flags).
+        # The layouts' regions and stages, one after the other.
         self.places = np.zeros(256, dtype=np.int64)
-        self.programs = np.zeros(1024, dtype=np.int64)  # the executor layouts' schedule programs (each stored once)
         # Hash slot → layout id (find_layout), with room for as many layouts as the rows above: an array, not
         # a numba typed dict, whose unboxing alone costs about 1 µs a call.
         self.index = new_layout_index(self.layout_f.shape[0])
@@ -57,8 +58,7 @@ class LayoutTable:
         self.num_layouts = 0
         self._arrays_used = 0
         self._places_used = 0
-        self._program_at: dict[tuple, int] = {}  # (schedule, D, M, v) → where its program starts in ``programs``
-        self._programs_used = 0
+        self._executors: dict[int, object] = {}  # layout id → its pipeline model (simulator.PipelineModel)
 
     def __getstate__(self) -> dict:
         return {}
@@ -126,50 +126,35 @@ class LayoutTable:
         return lay
 
     def _store_executor(self, job: Job, model, regions: np.ndarray, stages: np.ndarray, pid: int, slot: int) -> int:
-        """Write an executor layout (``pipeline.MODEL_EXECUTOR``): its chunk times and activations, link times and
-        latencies, and budget into the float array; its placement, link map and WAN flags into the int array; its
-        program, once per shape, into the program array. :func:`executor_total_s` times it."""
-        ex = model.executor
-        prog = ex.program
-        num_chunks, num_links, num_devices = prog.num_chunks, ex.link_x.shape[0], prog.num_devices
+        """Write an executor layout (``pipeline.MODEL_EXECUTOR``): its all-reduce, WAN message and demand, its
+        placement, and its time at line rate in the row's memo; the model itself stays on the Python side
+        (:meth:`time_requested`), which times it through the process's timing memo."""
         length = regions.size
-        floats = 5 * num_chunks + 2 * num_links + num_devices
-        ints = 2 * length + num_devices * num_devices + num_links
         index = self.index
-        lay = self._reserve(floats, ints)
+        lay = self._reserve(0, 2 * length)
         if self.index is not index:
             slot = find_layout(self.index, self.layout_i, self.places, pid, regions, stages, length)[1]
-        key = (prog.name, num_devices, prog.num_microbatches, schedule.own_virtual_stages(prog.name, job.virtual_stages))
-        at_prog = self._program_at.get(key)
-        if at_prog is None:
-            size = prog.packed.shape[0]
-            self.programs = _grown(self.programs, self._programs_used + size)
-            self.programs[self._programs_used:self._programs_used + size] = prog.packed
-            at_prog = self._program_at[key] = self._programs_used
-            self._programs_used += size
         row, li = self.layout_f[lay], self.layout_i[lay]
         row[:] = 0.0
         li[:] = 0
         row[LF_ALLREDUCE], row[LF_WAN_BYTES], row[LF_DEMAND] = job.allreduce_s, job.wan_message_bytes, model.demand_gbps
         row[LF_MEMO_CADENCE], row[LF_MEMO_TOTAL] = 0.0, model.total_s(0.0)  # its time at line rate, known already
-        at = self._arrays_used
-        for part in (ex.chunk_f, ex.chunk_d, ex.chunk_w, ex.act_f, ex.act_w, ex.link_x, ex.link_lat, ex.budget):
-            self.arrays[at:at + part.shape[0]] = part
-            at += part.shape[0]
         path = self._places_used
         self.places[path:path + length] = regions
         self.places[path + length:path + 2 * length] = stages
-        links_at = path + 2 * length
-        self.places[links_at:links_at + num_devices * num_devices] = ex.link_of
-        self.places[links_at + num_devices * num_devices:links_at + num_devices * num_devices + num_links] = ex.link_wan
         li[LI_KIND], li[LI_M], li[LI_PROFILE], li[LI_PATH], li[LI_HOPS] = MODEL_EXECUTOR, job.num_microbatches, pid, path, length - 1
-        li[LI_ARRAYS], li[LI_PROGRAM], li[LI_LINKS_AT] = self._arrays_used, at_prog, links_at
-        li[LI_DEVICES], li[LI_CHUNKS], li[LI_LINKS] = num_devices, num_chunks, num_links
         li[LI_WRAP] = 1 if len(model.links) > 2 * (length - 1) else 0
-        self._arrays_used = at
-        self._places_used = links_at + num_devices * num_devices + num_links
+        self._places_used = path + 2 * length
+        self._executors[lay] = model
         index_layout(self.index, slot, lay)
         return lay
+
+    def time_requested(self, lay: int) -> None:
+        """Time executor layout ``lay`` at the cadence floor the candidate table asked for (written in its row's memo
+        with a NaN time, ``candidate_kernels.candidate_table``), through the process's timing memo
+        (``schedule.TIMINGS``): the launch that follows finds it there."""
+        row = self.layout_f[lay]
+        row[LF_MEMO_TOTAL] = self._executors[lay].total_s(float(row[LF_MEMO_CADENCE]))
 
     def _reserve(self, floats: int, ints: int) -> int:
         """Grow the arrays (doubling) until one more layout with up to ``floats`` path floats and ``ints`` placement
@@ -192,32 +177,6 @@ def _grown(buffer: np.ndarray, need: int) -> np.ndarray:
     grown = np.zeros(max(2 * buffer.size, need), dtype=buffer.dtype)
     grown[:buffer.size] = buffer
     return grown
-
-
-@jit
-def executor_total_s(layout_f: np.ndarray, layout_i: np.ndarray, arrays: np.ndarray, places: np.ndarray,
-                     programs: np.ndarray, lay: int, min_cadence_s: float) -> float:
-    """The iteration time (without the all-reduce) of executor layout ``lay`` at a cadence floor: its program run
-    on its stored times and links (``schedule.timed_total_s``, as ``schedule.ExecutorModel.total_s`` runs it for
-    the simulator). The last cadence and its time are memoised in the layout's row: a layout is mostly timed at
-    its no-stall demand."""
-    if layout_f[lay, LF_MEMO_CADENCE] == min_cadence_s:
-        return layout_f[lay, LF_MEMO_TOTAL]
-    k, num_links, d = layout_i[lay, LI_CHUNKS], layout_i[lay, LI_LINKS], layout_i[lay, LI_DEVICES]
-    at = layout_i[lay, LI_ARRAYS]
-    chunk_f, chunk_d, chunk_w = arrays[at:at + k], arrays[at + k:at + 2 * k], arrays[at + 2 * k:at + 3 * k]
-    act_f, act_w = arrays[at + 3 * k:at + 4 * k], arrays[at + 4 * k:at + 5 * k]
-    at += 5 * k
-    link_x, link_lat = arrays[at:at + num_links], arrays[at + num_links:at + 2 * num_links]
-    budget = arrays[at + 2 * num_links:at + 2 * num_links + d]
-    li = layout_i[lay, LI_LINKS_AT]
-    link_of, link_wan = places[li:li + d * d], places[li + d * d:li + d * d + num_links]
-    prog = programs[layout_i[lay, LI_PROGRAM]:]
-    total = timed_total_s(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, link_wan, act_f, act_w, budget,
-                          min_cadence_s)
-    layout_f[lay, LF_MEMO_CADENCE] = min_cadence_s
-    layout_f[lay, LF_MEMO_TOTAL] = total
-    return total
 
 
 @jit
@@ -354,24 +313,13 @@ def rebuild_index(index: np.ndarray, layout_i: np.ndarray, places: np.ndarray, n
         index_layout(index, key & wrap, lay)
 
 
-_SHARED: dict[tuple, LayoutTable] = {}
+_SHARED = ProcessCache("layout tables", SHARED_TABLES)
 
 
 def shared_table(world: World) -> LayoutTable:
     """The process's layout table for worlds with the :func:`timing_key` of ``world``, so that every env of a
     process (and every episode) on such worlds shares its layouts. Worlds with background traffic must not use it."""
-    key = timing_key(world)
-    table = _SHARED.get(key)
-    if table is None:
-        if len(_SHARED) >= SHARED_TABLES:
-            _SHARED.clear()
-        table = _SHARED[key] = LayoutTable()
-    return table
-
-
-def forget_shared_tables() -> None:
-    """Drop the process's shared tables (envs holding one keep it until their next reset)."""
-    _SHARED.clear()
+    return _SHARED.get_or(timing_key(world), LayoutTable)
 
 
 def warm_up() -> None:

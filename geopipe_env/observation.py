@@ -18,6 +18,7 @@ scenario reads another with at most ``max_regions`` regions. Shapes are fixed; a
 from __future__ import annotations
 
 import math
+from collections.abc import MutableMapping
 
 import numpy as np
 from gymnasium import spaces
@@ -238,10 +239,11 @@ class ObservationEncoder:
         t_ref_s: float,
         c_ref_usd: float,
         carbon_ref_kg: float,
-        world_constants: dict | None = None,
+        world_constants: MutableMapping | None = None,
     ) -> None:
-        """``world_constants`` (optional, owned by the caller) keeps the constants of the last world's physics
-        across episodes: pass the same dict only to encoders of one scenario."""
+        """``world_constants`` (optional, owned by the caller: a bounded cache such as ``cachetools.LRUCache(1)``)
+        keeps the constants of the last worlds' physics across episodes: pass the same one only to encoders of one
+        scenario."""
         self.world = world
         self.max_regions = max_regions
         self.queue_slots = queue_slots
@@ -255,7 +257,6 @@ class ObservationEncoder:
         if constants is None:
             constants = self._world_constants(world, max_regions, queue_slots, num_strategies)
             if world_constants is not None:
-                world_constants.clear()
                 world_constants[key] = constants
         (self.total_gpus, self.max_bw, self.median_bw, self.max_lat, self._keys, self._slices, self._shapes,
          self._template, self._linked, self._num_links, self._out_links, self._util_index, self._constants_i) = constants

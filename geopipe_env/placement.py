@@ -30,6 +30,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from geopipe_env.caches import ProcessCache
 from geopipe_env.generator import Job
 from geopipe_env.simulator import ClusterSim, Placement
 from geopipe_env.units import GRAMS_PER_KG, SECONDS_PER_HOUR, WATTS_PER_KW, transfer_time_s
@@ -201,20 +202,14 @@ class _Idle:
         return self._ctx.forward(job)
 
 
-_PLACEMENTS: dict[tuple[tuple[int, ...], tuple[int, ...]], Placement] = {}
-PLACEMENT_INTERN_SIZE = 1024  # interned placements kept; the table is emptied when full
+PLACEMENT_INTERN_SIZE = 1024  # interned placements kept
+_PLACEMENTS = ProcessCache("placements", PLACEMENT_INTERN_SIZE)
 
 
 def _placement(regions: tuple[int, ...], stages: tuple[int, ...]) -> Placement:
     """The :class:`Placement` of ``regions`` and ``stages``, interned: the strategies rebuild the same few
     placements at every decision, and a lookup costs a tenth of building one."""
-    key = (regions, stages)
-    placement = _PLACEMENTS.get(key)
-    if placement is None:
-        if len(_PLACEMENTS) >= PLACEMENT_INTERN_SIZE:
-            _PLACEMENTS.clear()
-        placement = _PLACEMENTS[key] = Placement(regions, stages)
-    return placement
+    return _PLACEMENTS.get_or((regions, stages), lambda: Placement(regions, stages))
 
 
 def _fill_in_order(order: Sequence[int], free: list[int], needed: int) -> Placement | None:

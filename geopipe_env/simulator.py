@@ -8,15 +8,17 @@ actions or observations: the env (layer 6) asks it to ``launch`` or to ``advance
 
 from __future__ import annotations
 
-import functools
 import math
+from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import NamedTuple
 
 import numpy as np
+from cachetools import LRUCache
 
 from geopipe_env import sim_kernels, units
+from geopipe_env.caches import ProcessCache
 from geopipe_env.engine import Event, EventKind, EventQueue, arrival_events
 from geopipe_env.generator import Job, World, fields_key, layout_key
 from geopipe_env.physics import pipeline, schedule
@@ -87,20 +89,21 @@ class Layout:
     local_iteration_s: float = float("nan")
 
 
-ITERATION_CACHE_SIZE = 2048  # pipelines timed per process (about 1 MiB): contended rates rarely repeat, so a larger
-# cache hits little more and fills for hundreds of thousands of steps
-
-
-@functools.lru_cache(maxsize=ITERATION_CACHE_SIZE)
 def _iteration_time_s(inputs: tuple[bytes, bytes, bytes, bytes, int, str, bool, float], min_cadence: float) -> float:
     """Iteration time of a GPipe or 1F1B pipeline given by value: the bytes of its per-stage forward times, per-hop
     transfer times and latencies and WAN hop positions, its micro-batch count, schedule, whether to simulate the
     schedule table exactly, its backward ÷ forward, and the cadence floor its allocated rate imposes on the WAN
     hops.
 
-    Pure in its arguments, so the cache (shared by every episode and env of this process: worlds of one scenario
-    repeat their regions and links, so placements recur from episode to episode) changes no result.
+    Pure in its arguments, so it is memoised in the process's timing memo (``schedule.TIMINGS``), which every
+    episode and env of the process shares: worlds of one scenario repeat their regions and links, so placements
+    recur from episode to episode.
     """
+    return schedule.TIMINGS.get_or((inputs, min_cadence), lambda: _analytic_time_s(inputs, min_cadence))
+
+
+def _analytic_time_s(inputs: tuple[bytes, bytes, bytes, bytes, int, str, bool, float], min_cadence: float) -> float:
+    """:func:`_iteration_time_s` computed."""
     forward_b, transfer_b, latency_b, wan_b, m, schedule_name, exact, ratio = inputs
     forward, transfer, latency = np.frombuffer(forward_b), np.frombuffer(transfer_b), np.frombuffer(latency_b)
     backward = ratio * forward
@@ -202,6 +205,22 @@ def pipeline_model(job: Job, index: int, placement: Placement, forward: np.ndarr
     return PipelineModel(index, None, model, demand, per_iteration, placement.links + (wrap_links if loop else ()))
 
 
+def fastest(models: Sequence[PipelineModel]) -> PipelineModel:
+    """The model of the shortest iteration at line rate, the first of equals: ``min(models, key=total_s)``, without
+    timing the models whose lower bound (``ExecutorModel.lower_bound_s``; an analytic model's own time) shows that
+    they cannot win. Models are timed in the order of their bounds, the likely winner first."""
+    bounds = [model.total_s() if model.executor is None else model.executor.lower_bound_s() for model in models]
+    best, best_s = -1, float("inf")
+    for i in sorted(range(len(models)), key=bounds.__getitem__):
+        bound = bounds[i]
+        if bound > best_s or (bound == best_s and i > best):
+            continue
+        total = bounds[i] if models[i].executor is None else models[i].total_s()
+        if total < best_s or (total == best_s and i < best):
+            best, best_s = i, total
+    return models[best]
+
+
 class PlacementTiming:
     """Iteration time and facility power per region of one job profile on one placement at the current line
     rates, as functions of the per-hop rate the job is allocated (memoised per rate, and across episodes by
@@ -234,7 +253,8 @@ class PlacementTiming:
             )
             for r, n in zip(placement.regions, placement.stages)
         )
-        self._by_rate: dict[float, tuple[float, np.ndarray]] = {}
+        # rate → (iteration s, power W (R,)); contended spare bandwidth takes many values, so few are kept
+        self._by_rate: LRUCache = LRUCache(RATES_PER_LAYOUT)
 
     @property
     def model(self) -> PipelineModel:
@@ -245,8 +265,6 @@ class PlacementTiming:
         """``(iteration_s, power_w (R,))`` when each WAN hop gets ``rate_gbps`` (read-only; shared by callers)."""
         cached = self._by_rate.get(rate_gbps)
         if cached is None:
-            if len(self._by_rate) >= RATES_PER_LAYOUT:  # contended spare bandwidth takes many values
-                self._by_rate.clear()
             min_cadence = 0.0
             if self._has_wan and rate_gbps > 0.0:
                 min_cadence = transfer_time_s(self._wan_message_bytes, rate_gbps)
@@ -308,46 +326,35 @@ class Estimate(NamedTuple):
 
 
 RATES_PER_LAYOUT = 8  # rates memoised per layout (a layout can outlive an episode); contended rates rarely repeat
-LAYOUT_CACHE_SIZE = 1024  # layouts kept across episodes (launched ones: the compiled table has its own); emptied when full
-SHARED_LAYOUT_CACHES = 4  # layout caches a process keeps (shared_layout_cache); all forgotten when full
+LAYOUT_CACHE_SIZE = 1024  # layouts kept across episodes (launched ones: the compiled table has its own)
+SHARED_LAYOUT_CACHES = 4  # layout caches a process keeps (shared_layout_cache), one per world timing
 
-_SHARED_LAYOUTS: dict[tuple, dict] = {}
+_SHARED_LAYOUTS = ProcessCache("shared layout caches", SHARED_LAYOUT_CACHES)
 LOCAL_ITERATION_CACHE_SIZE = 2048  # local iteration times a process keeps (ClusterSim.local_iteration_s_of)
 # What a placement's local iteration time reads of a world besides its job's profile and its stages' forward times.
 LOCAL_TIMING_FIELDS = (
     "scenario.network.intra_bandwidth_gbps", "scenario.network.intra_latency_s", "scenario.pipeline_schedule",
 )
-_LOCAL_ITERATION: dict[tuple, float] = {}
+_LOCAL_ITERATION = ProcessCache("local iteration times", LOCAL_ITERATION_CACHE_SIZE)
 
 
-def shared_layout_cache(world: World, exact_timing: bool) -> dict:
+def shared_layout_cache(world: World, exact_timing: bool) -> LRUCache:
     """The process's ``layout_cache`` for :class:`ClusterSim` on worlds that time and power every layout alike:
     equal :func:`~geopipe_env.generator.layout_key` (line rates, latencies, intra-region link, schedule, GPU power
     figures and PUE) and timing. Every env of a process, and every episode, on such worlds shares it: a layout is a
     pure function of these, its job's ``profile_key`` and its placement. Worlds whose line rates change must not
     use it."""
-    key = (layout_key(world), exact_timing)
-    cache = _SHARED_LAYOUTS.get(key)
-    if cache is None:
-        if len(_SHARED_LAYOUTS) >= SHARED_LAYOUT_CACHES:
-            _SHARED_LAYOUTS.clear()
-        cache = _SHARED_LAYOUTS[key] = {}
-    return cache
-
-
-def forget_shared_layout_caches() -> None:
-    """Drop the process's shared layout caches (a simulator holding one keeps it)."""
-    _SHARED_LAYOUTS.clear()
+    return _SHARED_LAYOUTS.get_or((layout_key(world), exact_timing), lambda: LRUCache(LAYOUT_CACHE_SIZE))
 
 
 class ClusterSim:
     """One episode of the geo-distributed cluster."""
 
-    def __init__(self, world: World, exact_timing: bool = False, layout_cache: dict | None = None) -> None:
+    def __init__(self, world: World, exact_timing: bool = False, layout_cache: MutableMapping | None = None) -> None:
         """``layout_cache`` (optional) carries layouts and their timing across episodes and simulators: pass the
-        same dict only for worlds of equal :func:`shared_layout_cache` key and the same ``exact_timing`` (that
-        function gives the process's one). It is used only when line rates never change (no background
-        traffic), and emptied when it grows past ``LAYOUT_CACHE_SIZE``."""
+        same mapping only for worlds of equal :func:`shared_layout_cache` key and the same ``exact_timing`` (that
+        function gives the process's one, bounded at ``LAYOUT_CACHE_SIZE`` layouts). It is used only when line
+        rates never change (no background traffic)."""
         self.world = world
         self.exact_timing = exact_timing
         sc = world.scenario
@@ -396,9 +403,7 @@ class ClusterSim:
         # (job profile, placement, capacity version) → stage arrays, demand and timing (read-only): timing is
         # pure in these and the rate, and every job of one model in a world shares its profile.
         shareable = layout_cache is not None and sc.network.fixed_line_rates
-        self._layout_cache: dict[tuple, Layout] = layout_cache if shareable else {}
-        if len(self._layout_cache) >= LAYOUT_CACHE_SIZE:
-            self._layout_cache.clear()
+        self._layout_cache: MutableMapping[tuple, Layout] = layout_cache if shareable else {}
         self._idle_power_w = world.idle_watts * world.pue  # per unallocated GPU, billed if the scenario says so
         self._allocated_gpus = 0  # Σ (num_gpus − free_gpus)
         self._has_carbon = bool(world.carbon.values.any())
@@ -595,7 +600,7 @@ class ClusterSim:
         options = [i for i in range(len(job.schedules)) if job.schedule_fits[i, regions].all()] or [0]
         models = [pipeline_model(job, i, placement, forward, transfer, latency, wan_pos, wrap, self.exact_timing)
                   for i in options]
-        return min(models, key=lambda model: model.total_s())
+        return fastest(models)
 
     def _wrap(self, job: Job, placement: Placement) -> tuple:
         """:func:`wrap_link` of ``placement`` at the current line rates."""
@@ -610,7 +615,6 @@ class ClusterSim:
 
         It depends on the placement only through its stages' forward times in order, so it is memoised (for the
         process) by those, as runs of equal times: placements over regions of one GPU type share it."""
-        sc = self.world.scenario
         runs: list[tuple[float, int]] = []  # (forward time, stages) of consecutive stages with equal times
         for r, n in zip(placement.regions, placement.stages):
             f = float(job.forward_s[r])
@@ -620,21 +624,21 @@ class ClusterSim:
                 runs.append((f, n))
         index = self.layout(job, placement).schedule
         key = (job.profile_key, tuple(runs), fields_key(self.world, LOCAL_TIMING_FIELDS), self.exact_timing, index)
-        cached = _LOCAL_ITERATION.get(key)
-        if cached is None:
-            if len(_LOCAL_ITERATION) >= LOCAL_ITERATION_CACHE_SIZE:
-                _LOCAL_ITERATION.clear()
-            forward = np.repeat(job.forward_s[list(placement.regions)], placement.stages)
-            n_hops = forward.shape[0] - 1
-            intra_x = transfer_time_s(job.intra_message_bytes, sc.network.intra_bandwidth_gbps)
-            transfer = np.full(n_hops, intra_x)
-            latency = np.full(n_hops, float(sc.network.intra_latency_s))
-            wrap = (intra_x, float(sc.network.intra_latency_s), False, ())
-            local = Placement((placement.regions[0],), (job.num_stages,))
-            model = pipeline_model(job, index, local, forward, transfer, latency, _NO_WAN, wrap, self.exact_timing)
-            # PlacementTiming.at(0.0): no cadence floor
-            cached = _LOCAL_ITERATION[key] = model.total_s(0.0) + job.allreduce_s
-        return cached
+        return _LOCAL_ITERATION.get_or(key, lambda: self._local_iteration_s(job, placement, index))
+
+    def _local_iteration_s(self, job: Job, placement: Placement, index: int) -> float:
+        """:meth:`local_iteration_s_of` computed: the job's schedule ``index`` on the placement's stages in one
+        region."""
+        net = self.world.scenario.network
+        forward = np.repeat(job.forward_s[list(placement.regions)], placement.stages)
+        n_hops = forward.shape[0] - 1
+        intra_x = transfer_time_s(job.intra_message_bytes, net.intra_bandwidth_gbps)
+        transfer = np.full(n_hops, intra_x)
+        latency = np.full(n_hops, float(net.intra_latency_s))
+        wrap = (intra_x, float(net.intra_latency_s), False, ())
+        local = Placement((placement.regions[0],), (job.num_stages,))
+        model = pipeline_model(job, index, local, forward, transfer, latency, _NO_WAN, wrap, self.exact_timing)
+        return model.total_s(0.0) + job.allreduce_s  # PlacementTiming.at(0.0): no cadence floor
 
     def _stage_arrays(self, job: Job, placement: Placement) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """``pipeline.stage_arrays`` of the placement at the current line rates: per-stage forward times,

@@ -110,8 +110,8 @@ LAYOUT_FLOATS = _table(
     ("allreduce", "the data-parallel all-reduce per iteration, s"),
     ("demand", "no-stall rate per WAN hop, Gbit/s"),
     ("wan_bytes", "one cross-region message d·A, bytes"),
-    ("memo_cadence", "executor: the cadence floor it was last timed at, s (−1: not yet)"),
-    ("memo_total", "executor: the iteration time that gave (without the all-reduce), s"),
+    ("memo_cadence", "executor: the cadence floor it was last timed at, or that the table asks for, s"),
+    ("memo_total", "executor: the iteration time at that floor (without the all-reduce), s; NaN: asked for"),
 )
 (LF_BASE, LF_MAX_X, LF_MAX_F, LF_MAX_B, LF_UNI_F, LF_UNI_B, LF_UNI_S, LF_UNI_X, LF_UNI_LAT, LF_LAST_STAGE, LF_CONSTANT,
  LF_ALLREDUCE, LF_DEMAND, LF_WAN_BYTES, LF_MEMO_CADENCE, LF_MEMO_TOTAL) = LAYOUT_FLOATS.positions(
@@ -130,17 +130,10 @@ LAYOUT_INTS = _table(
     ("tails", "tail lines"),
     ("segments", "segment lines"),
     ("schedule", "which of the job's accepted schedules it runs (an index into Job.schedules)"),
-    ("program", "executor: where its program starts in the program array"),
-    ("links_at", "executor: where its link map (D·D) and WAN flags (L) start in the int array"),
-    ("devices", "executor: D, its devices (stages)"),
-    ("chunks", "executor: K, its model chunks"),
-    ("links", "executor: L, its links"),
     ("wrap", "1 if its wrap from the last stage to the first takes a WAN link off the path"),
 )
-(LI_KIND, LI_M, LI_PROFILE, LI_PATH, LI_HOPS, LI_ARRAYS, LI_TAILS, LI_SEGMENTS, LI_SCHEDULE, LI_PROGRAM, LI_LINKS_AT,
- LI_DEVICES, LI_CHUNKS, LI_LINKS, LI_WRAP) = LAYOUT_INTS.positions(
-    "kind", "m", "profile", "path", "hops", "arrays", "tails", "segments", "schedule", "program", "links_at",
-    "devices", "chunks", "links", "wrap",
+(LI_KIND, LI_M, LI_PROFILE, LI_PATH, LI_HOPS, LI_ARRAYS, LI_TAILS, LI_SEGMENTS, LI_SCHEDULE, LI_WRAP) = (
+    LAYOUT_INTS.positions("kind", "m", "profile", "path", "hops", "arrays", "tails", "segments", "schedule", "wrap")
 )
 NUM_LAYOUT_FLOATS, NUM_LAYOUT_INTS = len(LAYOUT_FLOATS), len(LAYOUT_INTS)
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import geopipe_env  # noqa: F401
-from geopipe_env import generator, simulator
+from geopipe_env import caches, generator
 from geopipe_env.generator import (
     JOB_OTHER_FIELDS, JOB_PROFILE_FIELDS, WORLD_POWER_FIELDS, WORLD_TIMING_FIELDS, Job, World, layout_key, sample_world,
     timing_key,
@@ -56,8 +56,7 @@ def _world_and_placements() -> tuple[World, list[tuple[Job, Placement]]]:
 
 def _timing(world: World, job: Job, placement: Placement) -> tuple:
     """Everything the simulator and the layout table derive for ``job`` on ``placement``, from empty caches."""
-    simulator._LOCAL_ITERATION.clear()
-    simulator._iteration_time_s.cache_clear()
+    caches.clear_all()
     sim = ClusterSim(world)
     layout = sim.layout(job, placement)
     rates = (layout.demand_gbps, 0.5 * layout.demand_gbps, 0.1 * layout.demand_gbps)

@@ -224,3 +224,47 @@ def test_the_one_pass_run_equals_the_event_simulation(seed):
         assert t1 == t2 and (b1 == b2).all() and (e1 == e2).all() and (p1 == p2).all(), (name, num_stages, m, v)
         checked += 1
     assert checked > 80
+
+
+@pytest.mark.parametrize("name, num_stages, m, v", list(_shapes()))
+def test_every_fixed_program_on_a_pipeline_takes_the_one_pass_run(name, num_stages, m, v):
+    """Every fixed-order program on a pipeline's links (each boundary two links, the wrap two more) sends on each
+    link from one device only, so it takes the one-pass run; pairs of devices it sends nothing between do not
+    count. Two devices sending on one link do."""
+    prog = program(name, num_stages, m, v)
+    link_of, link_x, _ = sch.links(num_stages, np.ones(num_stages - 1), np.zeros(num_stages - 1), 1.0, 0.0)
+    assert sch._single_senders(prog.packed, link_of, link_x.shape[0])
+    if num_stages >= 3 and sch.device_boundaries(prog):
+        shared = link_of.copy()
+        (a, b), (c, d) = sch.device_boundaries(prog)[:2]
+        shared[c * num_stages + d] = shared[a * num_stages + b]  # the second boundary's sender on the first's link
+        assert not sch._single_senders(prog.packed, shared, link_x.shape[0])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_lower_bound_never_exceeds_the_iteration_time(seed):
+    """``ExecutorModel.lower_bound_s`` (each device's work back to back, each link's messages one after another)
+    is at most the executed iteration time, for every schedule on unequal stages with slow WAN hops; a cadence
+    floor no WAN link's message time lies below times as no floor."""
+    rng = np.random.default_rng(seed)
+    checked = 0
+    for trial in range(64):
+        name = SCHEDULES[trial % len(SCHEDULES)]
+        num_stages = int(rng.choice([2, 4, 6, 8]))
+        v = int(rng.choice([2, 4])) if name in (sch.INTERLEAVED, sch.HANAYO) else 1
+        m = num_stages * int(rng.integers(1, 4))
+        forward = rng.uniform(0.5, 1.5, num_stages)
+        slow = rng.random(num_stages - 1) < 0.5
+        x = np.where(slow, rng.uniform(0.5, 6.0, num_stages - 1), rng.uniform(0.0, 0.05, num_stages - 1))
+        lat = np.where(slow, rng.uniform(0.1, 3.0, num_stages - 1), 0.01)
+        try:
+            model = sch.executor_model(forward, 2.0 * forward, x, lat, m, name, v, 0.55, np.flatnonzero(slow),
+                                       (1.0, 0.5), bool(slow.any()))
+        except ShapeError:
+            continue
+        total = model.execute().total_s
+        assert model.lower_bound_s() <= total, (name, num_stages, m, v)
+        if slow.any():
+            assert model.total_s(model.min_wan_x) == model.total_s(0.0) == total
+        checked += 1
+    assert checked > 40

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import geopipe_env  # noqa: F401
-from geopipe_env import generator, layout_table, simulator
+from geopipe_env import caches, generator, layout_table, simulator
 from geopipe_env.generator import sample_world
 from geopipe_env.loader import load_builtin
 
@@ -49,14 +49,16 @@ def test_jobs_copied_from_a_template_equal_jobs_built_by_init(name):
 
 
 def test_profile_cache_is_bounded_and_profiles_are_read_only(monkeypatch):
-    """A randomised scenario draws new profiles each episode; the cache never exceeds its size."""
+    """A randomised scenario draws new profiles each episode; the cache never exceeds its size, and a world drawn
+    through a small cache equals one drawn with none."""
     monkeypatch.setattr(generator, "PROFILE_CACHE_SIZE", 5)
     scenario = load_builtin("geopipe-v0-randomized")
-    cache: dict = {}
-    rng = np.random.default_rng(0)
+    cache = generator.new_profile_cache()
+    rng, fresh = np.random.default_rng(0), np.random.default_rng(0)
     for _ in range(10):
         world = sample_world(scenario, rng, cache)
-        assert len(cache) <= 5 + len({j.model for j in world.jobs})
+        assert len(cache) <= 5
+        assert _jobs_equal(world, sample_world(scenario, fresh))
     with pytest.raises(ValueError):
         world.jobs[0].forward_s[0] = 1.0  # shared across jobs and episodes: must not be writable
 
@@ -106,18 +108,17 @@ def test_caches_across_episodes_change_nothing(monkeypatch, tiny_bounds):
     if tiny_bounds:
         monkeypatch.setattr(simulator, "LAYOUT_CACHE_SIZE", 5)
         monkeypatch.setattr(simulator, "RATES_PER_LAYOUT", 2)
-        monkeypatch.setattr(placement, "PLACEMENT_INTERN_SIZE", 3)
+        monkeypatch.setattr(placement, "_PLACEMENTS", caches.ProcessCache("placements (3)", 3))
         monkeypatch.setattr(generator, "PROFILE_CACHE_SIZE", 2)
+    caches.clear_all()  # shared layout caches made anew, at the bound in force
     seeds = [11, 12, 13]
     shared = gym.make("GeoPipe-v0").unwrapped
     carried = [_episode(shared, s) for s in seeds]
     assert shared.sim._layout_cache is simulator.shared_layout_cache(shared.world, False), "the cache was not shared"
     assert len(shared.sim._layout_cache) > 0
-    simulator._iteration_time_s.cache_clear()
     fresh = []
     for s in seeds:
-        layout_table.forget_shared_tables()
-        simulator.forget_shared_layout_caches()
+        caches.clear_all()
         fresh.append(_episode(gym.make("GeoPipe-v0").unwrapped, s))
     assert carried == fresh
 
@@ -134,7 +135,7 @@ def test_envs_of_one_process_share_layouts_only_where_they_time_alike(tmp_path):
     def make(scenario):
         return gym.make("GeoPipe-v0", scenario=scenario).unwrapped if scenario != "GeoPipe-v0" else gym.make(scenario).unwrapped
 
-    simulator.forget_shared_layout_caches()
+    caches.clear_all()
     shared = [_episode(make(scenario), seed) for scenario, seed in runs]
     first = make("GeoPipe-v0")
     first.reset(seed=3)
@@ -144,9 +145,7 @@ def test_envs_of_one_process_share_layouts_only_where_they_time_alike(tmp_path):
     assert len(cache) == size, "an env re-timed layouts that another env of the process had timed"
     fresh = []
     for scenario, seed in runs:
-        simulator.forget_shared_layout_caches()
-        layout_table.forget_shared_tables()
-        simulator._iteration_time_s.cache_clear()
+        caches.clear_all()
         fresh.append(_episode(make(scenario), seed))
     assert shared == fresh
 
@@ -159,7 +158,7 @@ def test_background_traffic_episodes_do_not_share_layouts(tmp_path):
         "version: 1\nextends: geopipe-v0\nname: busy\n"
         "network: {background: {mean_fraction: 0.3, amplitude_fraction: 0.2}}\n"
     )
-    simulator.forget_shared_layout_caches()
+    caches.clear_all()
     shared = gym.make("GeoPipe-v0", scenario=str(path)).unwrapped
     carried = [_episode(shared, s) for s in (5, 6)]
     fresh = [_episode(gym.make("GeoPipe-v0", scenario=str(path)).unwrapped, s) for s in (5, 6)]
@@ -235,7 +234,7 @@ def test_envs_of_one_process_share_layouts_and_change_nothing(monkeypatch):
     assert envs[0]._backend.layouts is envs[1]._backend.layouts is envs[2]._backend.layouts
     alone = []
     for s in seeds:
-        layout_table.forget_shared_tables()
+        caches.clear_all()
         alone.append(_interleaved([gym.make("GeoPipe-v0").unwrapped], [s])[0])
     assert together == alone
 

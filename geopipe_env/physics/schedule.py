@@ -39,6 +39,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from geopipe_env.caches import ProcessCache
 from geopipe_env.compiled import jit
 
 # Op kinds.
@@ -415,7 +416,7 @@ def run_program(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_
     runs in one pass over its ops (:func:`_run_fixed`): each link then sends in its device's op order, which is the
     order the event simulation (:func:`_run_events`) would send in, so the two give the same times; the tests
     compare them. Greedy programs, and links two devices share, run the event simulation."""
-    if prog[_H_GREEDY] == 0 and _single_senders(prog[_H_D], link_of, link_x.shape[0]):
+    if prog[_H_GREEDY] == 0 and _single_senders(prog, link_of, link_x.shape[0]):
         return _run_fixed(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_f, act_w, out_busy,
                           out_end, out_peak, out_order, out_start)
     return _run_events(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_f, act_w, budget, out_busy,
@@ -454,14 +455,19 @@ def _slot_times(chunk_prev, m):
 
 
 @jit
-def _single_senders(num_devices, link_of, num_links):
-    """Whether every link is sent on by one device only (a device's messages to two others may share no link with
-    another device's)."""
+def _single_senders(prog, link_of, num_links):
+    """Whether every link the program sends on is sent on by one device only: over each boundary between consecutive
+    chunks on two devices, the activation's link (down) and the gradient's (up). Device pairs the program sends
+    nothing between do not count (their ``link_of`` entries are unused)."""
+    num_devices = prog[_H_D]
+    chunk_device, chunk_next, _, _, _ = _unpack(prog)
     sender = np.full(num_links, -1, dtype=np.int64)
-    for src in range(num_devices):
-        for dst in range(num_devices):
-            if src == dst:
-                continue
+    for c in range(chunk_device.shape[0]):
+        nxt = chunk_next[c]
+        if nxt < 0 or chunk_device[c] == chunk_device[nxt]:
+            continue
+        a, b = chunk_device[c], chunk_device[nxt]
+        for src, dst in ((a, b), (b, a)):
             link = link_of[src * num_devices + dst]
             if sender[link] >= 0 and sender[link] != src:
                 return False
@@ -584,11 +590,18 @@ def _run_events(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_
         if per_device == 1 and pipes == 1:
             window[c] = left
     open_f = np.zeros(num_chunks, dtype=np.int64)
+    # Per device: how many chunks it holds, then the chunks, the last first (the order the greedy rule reads them in).
+    own_chunks = np.zeros((num_devices, num_chunks + 1), dtype=np.int64)
+    for c in range(num_chunks - 1, -1, -1):
+        dev = chunk_device[c]
+        own_chunks[dev, 0] += 1
+        own_chunks[dev, own_chunks[dev, 0]] = c
     share = 1.0 / pipes
     link_free = np.zeros(link_x.shape[0])
     memory = np.zeros(num_devices)
     pipe_memory = np.zeros(pipes * num_devices)  # per pipeline and device: what the greedy rule's budget counts
     running = np.zeros(num_devices, dtype=np.bool_)
+    busy_until = np.full(num_devices, -1.0)  # when each device's running op ends (−1: idle)
     next_op = device_ops[:num_devices].copy()
     next_f = np.zeros(num_chunks, dtype=np.int64)  # greedy: the next micro-batch (by rank in its pipeline) per kind
     next_d = np.zeros(num_chunks, dtype=np.int64)
@@ -606,6 +619,7 @@ def _run_events(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_
         t, _, kind_e, dev, code = heapq.heappop(events)
         if kind_e == _DONE:
             running[dev] = False
+            busy_until[dev] = -1.0
             kind = code // size
             c = (code % size) // m
             j = code % m
@@ -617,7 +631,7 @@ def _run_events(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_
                     grad_at[c * m + j] = t  # the loss: the backward may start at once
                 else:
                     seq = _send(t, dev, chunk_device[nxt], nxt * m + j, act_at, link_of, link_x, link_lat, link_free,
-                                num_devices, events, seq)
+                                num_devices, events, seq, busy_until)
             elif kind == B or kind == D:
                 d_end[c * m + j] = t
                 open_f[c] -= 1
@@ -626,7 +640,7 @@ def _run_events(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_
                 prev = chunk_prev[c]
                 if prev >= 0:
                     seq = _send(t, dev, chunk_device[prev], prev * m + j, grad_at, link_of, link_x, link_lat,
-                                link_free, num_devices, events, seq)
+                                link_free, num_devices, events, seq, busy_until)
             else:
                 memory[dev] -= act_w[c]
                 pipe_memory[(c // (num_chunks // pipes)) * num_devices + dev] -= act_w[c]
@@ -636,7 +650,7 @@ def _run_events(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_
             continue  # a wake-up for a device at work: it chooses again when its op ends
         # The device is free at t: start its next op if it can, or wait for the earliest one it knows of.
         if greedy:
-            code, ready = _choose(dev, t, num_chunks, m, pipes, per_pipe, split, chunk_device, act_at, grad_at,
+            code, ready = _choose(dev, t, num_chunks, m, pipes, per_pipe, split, own_chunks, act_at, grad_at,
                                   f_end, d_end, next_f, next_d, next_w, pipe_memory, reserve, share, budget, chunk_w,
                                   open_f, window)
         else:
@@ -673,6 +687,7 @@ def _run_events(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_
             recorded += 1
         out_busy[dev] += duration
         running[dev] = True
+        busy_until[dev] = t + duration
         seq += 1
         heapq.heappush(events, (t + duration, seq, _DONE, dev, code))
     total = 0.0
@@ -682,9 +697,11 @@ def _run_events(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_
 
 
 @jit
-def _send(t, src, dst, slot, arrivals, link_of, link_x, link_lat, link_free, num_devices, events, seq):
+def _send(t, src, dst, slot, arrivals, link_of, link_x, link_lat, link_free, num_devices, events, seq, busy_until):
     """A message from device ``src`` to ``dst`` whose producer ended at ``t``: its arrival into ``arrivals[slot]``,
-    and a wake-up for ``dst`` then (no message between chunks of one device). Returns the event counter."""
+    and a wake-up for ``dst`` then (no message between chunks of one device). A device that will still be at work
+    when the message arrives (``busy_until``: the end of its running op, −1 when idle) needs no wake-up: one would
+    find it running and do nothing, and it chooses again when its op ends. Returns the event counter."""
     if src == dst:
         arrivals[slot] = t
         return seq
@@ -693,6 +710,8 @@ def _send(t, src, dst, slot, arrivals, link_of, link_x, link_lat, link_free, num
     link_free[link] = send + link_x[link]
     arrive = send + link_x[link] + link_lat[link]
     arrivals[slot] = arrive
+    if arrive < busy_until[dst]:
+        return seq
     seq += 1
     heapq.heappush(events, (arrive, seq, _WAKE, dst, 0))
     return seq
@@ -719,7 +738,7 @@ def _next_fixed(dev, m, size, next_op, device_ops, ops, act_at, grad_at, f_end, 
 
 
 @jit
-def _choose(dev, t, num_chunks, m, pipes, per_pipe, split, chunk_device, act_at, grad_at, f_end, d_end, next_f, next_d,
+def _choose(dev, t, num_chunks, m, pipes, per_pipe, split, own_chunks, act_at, grad_at, f_end, d_end, next_f, next_d,
             next_w, pipe_memory, reserve, share, budget, chunk_w, open_f, window):
     """The greedy rule's op on ``dev`` at ``t``: a backward (D or B) that can start, the chunk nearest the loss first;
     else a forward within its chunk's window and the activation budget, the oldest micro-batch first; else a W whose
@@ -729,9 +748,8 @@ def _choose(dev, t, num_chunks, m, pipes, per_pipe, split, chunk_device, act_at,
     soonest = -1.0
     best_d, best_f, best_w = -1, -1, -1
     best_f_rank, best_w_rank = per_pipe, per_pipe
-    for c in range(num_chunks - 1, -1, -1):
-        if chunk_device[c] != dev:
-            continue
+    for i in range(own_chunks[dev, 0]):
+        c = own_chunks[dev, i + 1]
         pipe = 0 if pipes == 1 else (0 if c < num_chunks // pipes else 1)
         rank = next_d[c]
         if rank < per_pipe and rank < next_f[c]:
@@ -827,8 +845,11 @@ def timed_total_s(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, li
                        np.zeros(d), np.zeros(d), np.zeros((0, 4), dtype=np.int64), np.zeros(0))
 
 
-TOTALS_CACHE_SIZE = 4096  # executor timings a process keeps (ExecutorModel.total_s); emptied when full
-_TOTALS: dict[tuple, float] = {}
+# Iteration times the process keeps (executor timings and the closed forms' alike), least recently used first out.
+# A key holds the pipeline's arrays by value, about 2 KiB for a 16-stage pipeline, so the memo holds about 32 MiB.
+TIMINGS_CACHE_SIZE = 16384
+TIMINGS = ProcessCache("timings", TIMINGS_CACHE_SIZE)
+BOUND_MARGIN = 1.0 - 1e-9  # ExecutorModel.lower_bound_s: below the exact bound by more than its rounding
 
 
 class ExecutorModel(NamedTuple):
@@ -846,20 +867,31 @@ class ExecutorModel(NamedTuple):
     link_lat: np.ndarray  # (L,)
     link_wan: np.ndarray  # (L,) int64, 1 for a link between regions
     budget: np.ndarray  # (D,) activation budget of the greedy rule, in micro-batches of one stage
+    link_count: np.ndarray  # (L,) messages each link carries in one iteration (link_messages × M)
+    min_wan_x: float  # the shortest message time of a WAN link at line rate (inf without one)
 
     def total_s(self, min_cadence_s: float = 0.0) -> float:
-        """The iteration time at a cadence floor (:func:`timed_total_s`), memoised for the process by the model's
-        content: placements of one job shape on regions of one GPU type, in any world, time alike."""
-        key = (self.key(), float(min_cadence_s))
-        total = _TOTALS.get(key)
-        if total is None:
-            if len(_TOTALS) >= TOTALS_CACHE_SIZE:
-                _TOTALS.clear()
-            total = _TOTALS[key] = float(timed_total_s(
-                self.program.packed, self.chunk_f, self.chunk_d, self.chunk_w, self.link_of, self.link_x,
-                self.link_lat, self.link_wan, self.act_f, self.act_w, self.budget, float(min_cadence_s),
-            ))
-        return total
+        """The iteration time at a cadence floor (:func:`timed_total_s`), memoised for the process (:data:`TIMINGS`)
+        by the model's content: placements of one job shape on regions of one GPU type, in any world, time alike.
+        A floor no WAN link's message time lies below changes no message time, so it is timed (and memoised) as 0."""
+        floor = float(min_cadence_s) if min_cadence_s > self.min_wan_x else 0.0
+        return TIMINGS.get_or((self.key(), floor), lambda: float(timed_total_s(
+            self.program.packed, self.chunk_f, self.chunk_d, self.chunk_w, self.link_of, self.link_x, self.link_lat,
+            self.link_wan, self.act_f, self.act_w, self.budget, floor,
+        )))
+
+    def lower_bound_s(self) -> float:
+        """A lower bound on :meth:`total_s` at line rate that costs no simulation: no device runs its ops faster
+        than back to back (each of its chunks runs ``F``, ``D`` and ``W`` once per micro-batch of its pipeline),
+        and no link sends its messages faster than one after another, the last arriving one latency after it is
+        sent. It is lowered by one part in 10⁹ (:data:`BOUND_MARGIN`): where it is tight, its sums round apart
+        from the simulation's by a few units in the last place."""
+        p = self.program
+        per_chunk = (self.chunk_f + self.chunk_d + self.chunk_w) * (p.num_microbatches // p.num_pipelines)
+        work = np.bincount(p.chunk_device, weights=per_chunk, minlength=p.num_devices).max()
+        sent = self.link_count > 0.0
+        links = (self.link_count[sent] * self.link_x[sent] + self.link_lat[sent]).max() if sent.any() else 0.0
+        return float(max(work, links)) * BOUND_MARGIN
 
     def key(self) -> tuple:
         """What the model's timing depends on: its program's shape and its arrays' bytes."""
@@ -908,8 +940,11 @@ def executor_model(forward_s: np.ndarray, backward_s: np.ndarray, hop_transfer_s
     for array in (f, d, w, act, link_of, link_x, link_lat, link_wan, budget):
         array.setflags(write=False)
     act_w = act * W_MEMORY_FRACTION
-    act_w.setflags(write=False)
-    return ExecutorModel(prog, f, d, w, act, act_w, link_of, link_x, link_lat, link_wan, budget)
+    count = link_messages(prog, link_of, link_x.shape[0]) * num_microbatches
+    for array in (act_w, count):
+        array.setflags(write=False)
+    min_wan_x = float(link_x[link_wan != 0].min()) if link_wan.any() else float("inf")
+    return ExecutorModel(prog, f, d, w, act, act_w, link_of, link_x, link_lat, link_wan, budget, count, min_wan_x)
 
 
 def chunk_times(prog: Program, forward_s: np.ndarray, backward_s: np.ndarray, input_gradient: float = 1.0

@@ -1,0 +1,90 @@
+"""Layer 4 tests: the one timing memo (``schedule.TIMINGS``) and the schedule choice that prunes by lower bounds.
+
+Every iteration time the simulator, the candidate table and a launch ask for goes through one memo keyed by the
+pipeline's content; a launch finds what the candidate table timed moments before, and choosing a job's fastest
+schedule skips only the schedules whose lower bound shows that they cannot win."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+
+import geopipe_env  # noqa: F401
+from geopipe_env import caches, simulator
+from geopipe_env.physics import schedule
+from geopipe_env.simulator import Placement
+
+
+def _placements(sim, job, rng, count):
+    """Up to ``count`` random paths of distinct regions with the job's stages spread over them."""
+    num_regions = sim.world.num_regions
+    out = []
+    for _ in range(count):
+        length = int(rng.integers(1, min(num_regions, job.num_stages, 4) + 1))
+        regions = tuple(int(r) for r in rng.permutation(num_regions)[:length])
+        cuts = np.sort(rng.choice(np.arange(1, job.num_stages), length - 1, replace=False)) if length > 1 else []
+        stages = np.diff(np.concatenate(([0], cuts, [job.num_stages]))).astype(int)
+        out.append(Placement(regions, tuple(int(s) for s in stages)))
+    return out
+
+
+def test_the_pruned_choice_is_the_fastest_schedule():
+    """``simulator.fastest`` picks what ``min(models, key=total_s)`` picks (the first of equals), on random
+    placements of every GeoPipe-v0 job class, while timing fewer schedules with the executor."""
+    env = gym.make("GeoPipe-v0").unwrapped
+    env.reset(seed=4)
+    sim = env.sim
+    rng = np.random.default_rng(0)
+    seen, skipped = 0, 0
+    for job in {j.profile_key: j for j in sim.world.jobs if len(j.schedules) > 1}.values():
+        for placement in _placements(sim, job, rng, 6):
+            forward, transfer, latency, wan_pos = sim._stage_arrays(job, placement)
+            wrap = sim._wrap(job, placement)
+            models = [simulator.pipeline_model(job, i, placement, forward, transfer, latency, wan_pos, wrap, False)
+                      for i in range(len(job.schedules))]
+            caches.clear_all()
+            chosen = simulator.fastest(models)
+            timed = schedule.TIMINGS.misses
+            assert chosen is min(models, key=lambda model: model.total_s())
+            skipped += schedule.TIMINGS.misses - timed  # timed by min(), not by fastest()
+            seen += 1
+    assert seen > 20 and skipped > 0, "no schedule was pruned"
+
+
+def test_no_pipeline_is_timed_twice_at_one_floor(monkeypatch):
+    """Over masked-random episodes of GeoPipe-v0 (schedule choices, candidate tables, launches, retimings), the
+    executor never runs the same pipeline at the same cadence floor twice: the candidate table's requests, the
+    launches after them and the retimings all meet in the one memo."""
+    runs = []
+    executor = schedule.timed_total_s
+
+    def counted(*args):
+        runs.append(tuple(np.asarray(a).tobytes() for a in args))
+        return executor(*args)
+
+    monkeypatch.setattr(schedule, "timed_total_s", counted)
+    caches.clear_all()
+    env = gym.make("GeoPipe-v0").unwrapped
+    obs, info = env.reset(seed=7)
+    rng = np.random.default_rng(7)
+    for step in range(300):
+        launches = np.flatnonzero(info["action_mask"][:-1])
+        action = int(rng.choice(launches)) if launches.size else env.wait_action
+        obs, reward, terminated, truncated, info = env.step(action)
+        if terminated or truncated:
+            obs, info = env.reset(seed=8 + step)
+    assert len(runs) > 50
+    assert len(set(runs)) == len(runs), f"{len(runs) - len(set(runs))} of {len(runs)} executor runs were repeats"
+    hits, misses, size, _ = caches.stats()["timings"]
+    assert hits > 0 and misses == size
+
+
+def test_clear_all_forgets_every_process_cache():
+    """``caches.clear_all`` empties every registered process cache and its counts."""
+    env = gym.make("GeoPipe-v0").unwrapped
+    env.reset(seed=1)
+    for _ in range(20):
+        env.step(int(np.flatnonzero(env.action_masks())[0]))
+    assert any(size for _, _, size, _ in caches.stats().values())
+    caches.clear_all()
+    assert all(stat[:3] == (0, 0, 0) for stat in caches.stats().values())
