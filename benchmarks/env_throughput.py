@@ -74,9 +74,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def print_cache_stats() -> None:
     """One line per process cache: its hits, misses and size (the runs of a process share them)."""
-    for name, (hits, misses, size, maxsize) in caches.stats().items():
+    for name, (hits, misses, size, maxsize, from_store) in caches.stats().items():
         rate = hits / (hits + misses) if hits + misses else 0.0
-        print(f"  cache {name}: {hits:,} hits, {misses:,} misses ({rate:.0%} hits), {size:,} of {maxsize:,} entries")
+        print(f"  cache {name}: {hits:,} hits, {misses:,} misses ({rate:.0%} hits; {from_store:,} of the misses read from the "
+              f"timing store), {size:,} of {maxsize:,} entries")
 
 
 if __name__ == "__main__":

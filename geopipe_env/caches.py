@@ -5,39 +5,125 @@ Every cache that outlives an episode is a :class:`ProcessCache`: a least-recentl
 and misses, and registered here, so that :func:`clear_all` forgets every one (the tests use it to compare a process
 with warm caches against a fresh one) and :func:`stats` reports them (the speed benchmarks print it). A cache holds
 values that are pure functions of their keys, so what it holds never changes a result, only how soon it comes.
+
+A cache may also keep what it computes on disk (:class:`DiskStore`, a ``diskcache.Cache``): the schedule executor's
+timings, which cost milliseconds each, are shared that way by every process on the machine that runs the same
+code (the workers of a vector env, later training runs). The store sits beside the compiled kernels, in a folder
+named by the package version and the hash of the compiled sources (``compiled.cache_dir``), so an edit to the
+executor or a formula it reads starts a new store and no stale timing is ever read. ``GEOPIPE_TIMING_STORE=off``
+turns it off; ``GEOPIPE_TIMING_STORE=PATH`` puts it elsewhere.
 """
 
 from __future__ import annotations
 
+import os
+import sqlite3
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import diskcache
 from cachetools import LRUCache
+
+STORE_SIZE_LIMIT_BYTES = 1 << 28  # 256 MiB on disk, then the oldest stored go first
+STORE_TIMEOUT_S = 1.0  # a store busy with another process's write for longer is passed over (a miss)
+_STORE_ERRORS = (OSError, sqlite3.Error, diskcache.Timeout)
+
+
+class DiskStore:
+    """A key-value store on disk that several processes share (``diskcache.Cache``), opened at its first use.
+    Any failure to open, read or write it (a read-only disk, a lock held too long) counts as a miss: the caller
+    computes the value, so the store can slow nothing down by more than its own time and never changes a result."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._cache = None
+        self._broken = False
+
+    def folder(self) -> Path | None:
+        """Where the store lives, or None when ``GEOPIPE_TIMING_STORE`` turns it off."""
+        setting = os.environ.get("GEOPIPE_TIMING_STORE", "")
+        if setting.lower() in ("0", "off", "no", "false"):
+            return None
+        if setting:
+            return Path(setting) / self.name
+        from geopipe_env.compiled import cache_dir
+
+        kernels = cache_dir()
+        return kernels.parent.parent / self.name / kernels.name
+
+    def _open(self):
+        if self._cache is None and not self._broken:
+            folder = self.folder()
+            if folder is None:
+                self._broken = True
+                return None
+            try:
+                self._cache = diskcache.Cache(str(folder), size_limit=STORE_SIZE_LIMIT_BYTES, timeout=STORE_TIMEOUT_S,
+                                              eviction_policy="least-recently-stored")
+            except _STORE_ERRORS:
+                self._broken = True
+        return self._cache
+
+    def get(self, key: Any) -> Any:
+        """The value stored at ``key``, or None."""
+        cache = self._open()
+        if cache is None:
+            return None
+        try:
+            return cache.get(key)
+        except _STORE_ERRORS:
+            return None
+
+    def set(self, key: Any, value: Any) -> None:
+        cache = self._open()
+        if cache is not None:
+            try:
+                cache.set(key, value)
+            except _STORE_ERRORS:
+                pass
+
+    def close(self) -> None:
+        """Close the store (a forked or pickled process opens its own); it opens again when next used."""
+        if self._cache is not None:
+            self._cache.close()
+        self._cache, self._broken = None, False
 
 
 class ProcessCache(LRUCache):
     """A named, bounded LRU cache of the process, with hit and miss counters (:meth:`get_or`)."""
 
-    def __init__(self, name: str, maxsize: int) -> None:
+    def __init__(self, name: str, maxsize: int, store: DiskStore | None = None) -> None:
         super().__init__(maxsize)
         self.name = name
-        self.hits = 0
-        self.misses = 0
+        self.store = store
+        self.hits = self.misses = self.store_hits = 0
         _REGISTRY[name] = self
 
-    def get_or(self, key: Any, compute: Callable[[], Any]) -> Any:
-        """The value cached at ``key``, or ``compute()`` stored there (counted as a hit or a miss)."""
+    def get_or(self, key: Any, compute: Callable[[], Any], persist: bool = False) -> Any:
+        """The value cached at ``key``, or ``compute()`` stored there (counted as a hit or a miss). With
+        ``persist`` (for values that cost far more to compute than a disk read) a miss asks the cache's
+        :class:`DiskStore` first, and keeps what it computes there."""
         try:
             value = self[key]
         except KeyError:
             self.misses += 1
-            value = self[key] = compute()
+            value = None
+            if persist and self.store is not None:
+                value = self.store.get(key)
+                if value is not None:
+                    self.store_hits += 1
+            if value is None:
+                value = compute()
+                if persist and self.store is not None:
+                    self.store.set(key, value)
+            self[key] = value
             return value
         self.hits += 1
         return value
 
     def clear_counts(self) -> None:
-        self.hits = self.misses = 0
+        self.hits = self.misses = self.store_hits = 0
 
 
 _REGISTRY: dict[str, ProcessCache] = {}
@@ -50,6 +136,6 @@ def clear_all() -> None:
         cache.clear_counts()
 
 
-def stats() -> dict[str, tuple[int, int, int, int]]:
-    """Per process cache: ``(hits, misses, entries, maxsize)``."""
-    return {name: (c.hits, c.misses, len(c), int(c.maxsize)) for name, c in sorted(_REGISTRY.items())}
+def stats() -> dict[str, tuple[int, int, int, int, int]]:
+    """Per process cache: ``(hits, misses, entries, maxsize, misses its disk store answered)``."""
+    return {name: (c.hits, c.misses, len(c), int(c.maxsize), c.store_hits) for name, c in sorted(_REGISTRY.items())}

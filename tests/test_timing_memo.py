@@ -6,6 +6,10 @@ schedule skips only the schedules whose lower bound shows that they cannot win."
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import gymnasium as gym
 import numpy as np
 
@@ -75,7 +79,7 @@ def test_no_pipeline_is_timed_twice_at_one_floor(monkeypatch):
             obs, info = env.reset(seed=8 + step)
     assert len(runs) > 50
     assert len(set(runs)) == len(runs), f"{len(runs) - len(set(runs))} of {len(runs)} executor runs were repeats"
-    hits, misses, size, _ = caches.stats()["timings"]
+    hits, misses, size, _, _ = caches.stats()["timings"]
     assert hits > 0 and misses == size
 
 
@@ -85,6 +89,61 @@ def test_clear_all_forgets_every_process_cache():
     env.reset(seed=1)
     for _ in range(20):
         env.step(int(np.flatnonzero(env.action_masks())[0]))
-    assert any(size for _, _, size, _ in caches.stats().values())
+    assert any(stat[2] for stat in caches.stats().values())
     caches.clear_all()
-    assert all(stat[:3] == (0, 0, 0) for stat in caches.stats().values())
+    assert all(stat[:3] == (0, 0, 0) and stat[4] == 0 for stat in caches.stats().values())
+
+
+STORE_RUN = """
+import gymnasium as gym
+import numpy as np
+import geopipe_env
+from geopipe_env.physics import schedule
+
+runs = []
+executor = schedule.timed_total_s
+schedule.timed_total_s = lambda *args: runs.append(1) or executor(*args)
+env = gym.make("GeoPipe-v0").unwrapped
+obs, info = env.reset(seed=5)
+rng = np.random.default_rng(5)
+rewards = []
+for step in range(60):
+    obs, reward, terminated, truncated, info = env.step(int(rng.choice(np.flatnonzero(info["action_mask"]))))
+    rewards.append(reward)
+    if terminated or truncated:
+        obs, info = env.reset(seed=6 + step)
+print(len(runs), schedule.TIMINGS.store_hits, repr(sum(rewards)))
+"""
+
+
+def _store_run(folder) -> tuple[int, int, float]:
+    """(executor runs, memo misses the store answered, summed reward) of 60 decisions of GeoPipe-v0 in a fresh
+    process whose timing store is in ``folder``."""
+    env = {**os.environ, "GEOPIPE_TIMING_STORE": str(folder)}
+    done = subprocess.run([sys.executable, "-c", STORE_RUN], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    runs, store_hits, total = done.stdout.split()[-3:]
+    return int(runs), int(store_hits), float(total)
+
+
+def test_processes_share_executor_timings_through_the_store(tmp_path):
+    """A second process on the machine's timing store runs the executor for nothing the first one timed (the
+    store answers each of those) and plays the same episode."""
+    runs, store_hits, first = _store_run(tmp_path)
+    assert runs > 0 and store_hits == 0
+    assert any((tmp_path / "timings").iterdir())
+    again_runs, again_store_hits, second = _store_run(tmp_path)
+    assert second == first
+    assert again_runs == 0 and again_store_hits == runs
+
+
+def test_a_store_that_cannot_open_is_a_miss(tmp_path, monkeypatch):
+    """A timing store whose folder cannot be made (a file stands in its way) answers nothing and breaks nothing:
+    the executor times as without a store."""
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("GEOPIPE_TIMING_STORE", str(blocker))
+    store = caches.DiskStore("timings")
+    assert store.get(("key", 0.0)) is None
+    store.set(("key", 0.0), 1.0)
+    assert store.get(("key", 0.0)) is None

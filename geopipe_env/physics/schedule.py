@@ -39,7 +39,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from geopipe_env.caches import ProcessCache
+from geopipe_env.caches import DiskStore, ProcessCache
 from geopipe_env.compiled import jit
 
 # Op kinds.
@@ -848,7 +848,8 @@ def timed_total_s(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, li
 # Iteration times the process keeps (executor timings and the closed forms' alike), least recently used first out.
 # A key holds the pipeline's arrays by value, about 2 KiB for a 16-stage pipeline, so the memo holds about 32 MiB.
 TIMINGS_CACHE_SIZE = 16384
-TIMINGS = ProcessCache("timings", TIMINGS_CACHE_SIZE)
+# Executor timings are also kept on disk for every process of the machine running this code (caches.DiskStore).
+TIMINGS = ProcessCache("timings", TIMINGS_CACHE_SIZE, DiskStore("timings"))
 BOUND_MARGIN = 1.0 - 1e-9  # ExecutorModel.lower_bound_s: below the exact bound by more than its rounding
 
 
@@ -873,12 +874,13 @@ class ExecutorModel(NamedTuple):
     def total_s(self, min_cadence_s: float = 0.0) -> float:
         """The iteration time at a cadence floor (:func:`timed_total_s`), memoised for the process (:data:`TIMINGS`)
         by the model's content: placements of one job shape on regions of one GPU type, in any world, time alike.
-        A floor no WAN link's message time lies below changes no message time, so it is timed (and memoised) as 0."""
+        A timing not in the memo is looked up in the machine's timing store before the executor runs (it is kept
+        there after). A floor no WAN link's message time lies below changes no message time, so it is timed (and memoised) as 0."""
         floor = float(min_cadence_s) if min_cadence_s > self.min_wan_x else 0.0
         return TIMINGS.get_or((self.key(), floor), lambda: float(timed_total_s(
             self.program.packed, self.chunk_f, self.chunk_d, self.chunk_w, self.link_of, self.link_x, self.link_lat,
             self.link_wan, self.act_f, self.act_w, self.budget, floor,
-        )))
+        )), persist=True)
 
     def lower_bound_s(self) -> float:
         """A lower bound on :meth:`total_s` at line rate that costs no simulation: no device runs its ops faster
