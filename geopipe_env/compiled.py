@@ -113,6 +113,10 @@ def _install_locator() -> None:
 _install_locator()
 
 jit = njit(cache=True)  # the decorator of every compiled function of the package
+# The schedule executor's inner loops: numpy's error model, which drops the zero checks around each integer division
+# and modulo (they decode op codes several times per op; the loops divide only by counts that are never zero).
+# It changes no result of code that raised nothing, and runs the executor 1.2x as fast.
+jit_unchecked = njit(cache=True, error_model="numpy")
 
 
 @jit

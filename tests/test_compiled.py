@@ -35,8 +35,8 @@ def _module_of(dotted: str) -> str | None:
 
 
 def _compiles(node: ast.AST) -> bool:
-    """Whether a module (or a function) has a function decorated with ``jit``."""
-    return any(isinstance(d, ast.Name) and d.id == "jit" for f in ast.walk(node)
+    """Whether a module (or a function) has a function decorated with ``jit`` or ``jit_unchecked``."""
+    return any(isinstance(d, ast.Name) and d.id in ("jit", "jit_unchecked") for f in ast.walk(node)
                if isinstance(f, ast.FunctionDef) for d in f.decorator_list)
 
 

@@ -40,7 +40,7 @@ from typing import NamedTuple
 import numpy as np
 
 from geopipe_env.caches import DiskStore, ProcessCache
-from geopipe_env.compiled import jit
+from geopipe_env.compiled import jit_unchecked
 
 # Op kinds.
 F, B, D, W = 0, 1, 2, 3
@@ -209,13 +209,11 @@ class Program(NamedTuple):
     device_ops: np.ndarray  # (D + 1,) int64
     ops: np.ndarray  # (N, 3) int64
     packed: np.ndarray  # the whole program as one read-only int64 array (what the compiled executor takes)
+    boundaries: tuple[tuple[int, int], ...]  # (a, b) per chunk boundary between two devices (device_boundaries)
 
     @property
     def num_chunks(self) -> int:
         return int(self.chunk_device.shape[0])
-
-    def chunks_of(self, device: int) -> list[int]:
-        return [c for c in range(self.num_chunks) if self.chunk_device[c] == device]
 
 
 # Where the packed program's parts start: a header, then the arrays in this order.
@@ -250,8 +248,10 @@ def _program(name, num_devices, num_microbatches, num_pipelines, split, greedy, 
         array.setflags(write=False)
     packed = _pack(num_devices, num_microbatches, num_pipelines, split, greedy, chunk_device, chunk_next, chunk_prev,
                    device_ops, ops)
+    boundaries = tuple((int(chunk_device[c]), int(chunk_device[nxt])) for c, nxt in enumerate(chunk_next.tolist())
+                       if nxt >= 0 and chunk_device[c] != chunk_device[nxt])
     return Program(name, num_devices, num_microbatches, num_pipelines, split, greedy, chunk_device, chunk_next,
-                   chunk_prev, device_ops, ops, packed)
+                   chunk_prev, device_ops, ops, packed, boundaries)
 
 
 def placement(name: str, num_devices: int, virtual_stages: int = 1) -> list[int]:
@@ -405,7 +405,7 @@ def execute(prog: Program, chunk_f: np.ndarray, chunk_d: np.ndarray, chunk_w: np
     return ExecutionResult(float(total), busy, end, total - busy, peak, by_device, starts)
 
 
-@jit
+@jit_unchecked
 def run_program(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_f, act_w, budget, out_busy, out_end,
                 out_peak, out_order, out_start):
     """The compiled simulation behind :func:`execute`; returns the iteration time and writes, per device, its busy
@@ -423,7 +423,7 @@ def run_program(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_
                        out_end, out_peak, out_order, out_start)
 
 
-@jit
+@jit_unchecked
 def _unpack(prog):
     """The packed program's arrays (:func:`_pack`): chunk_device, chunk_next, chunk_prev, device_ops, ops."""
     num_devices, num_chunks, num_ops = prog[_H_D], prog[_H_K], prog[_H_N]
@@ -437,7 +437,7 @@ def _unpack(prog):
     return chunk_device, chunk_next, chunk_prev, device_ops, ops
 
 
-@jit
+@jit_unchecked
 def _slot_times(chunk_prev, m):
     """Per (chunk, micro-batch), as ``chunk · M + micro-batch``: when the activation arrives at its F (0 for the
     first chunks of a pipeline), the gradient at its backward, and when its F and its D (or B) ended; −1 while not
@@ -454,7 +454,7 @@ def _slot_times(chunk_prev, m):
     return act_at, grad_at, f_end, d_end
 
 
-@jit
+@jit_unchecked
 def _single_senders(prog, link_of, num_links):
     """Whether every link the program sends on is sent on by one device only: over each boundary between consecutive
     chunks on two devices, the activation's link (down) and the gradient's (up). Device pairs the program sends
@@ -475,7 +475,7 @@ def _single_senders(prog, link_of, num_links):
     return True
 
 
-@jit
+@jit_unchecked
 def _run_fixed(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_f, act_w, out_busy, out_end, out_peak,
                out_order, out_start):
     """:func:`run_program` for a fixed order on links of single senders: each device runs its ops in order, an op
@@ -543,7 +543,7 @@ def _run_fixed(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_f
     return total
 
 
-@jit
+@jit_unchecked
 def _deliver(t, src, dst, slot, arrivals, link_of, link_x, link_lat, link_free, num_devices):
     """:func:`_send` without the event: the message's arrival into ``arrivals[slot]``."""
     if src == dst:
@@ -555,7 +555,7 @@ def _deliver(t, src, dst, slot, arrivals, link_of, link_x, link_lat, link_free, 
     arrivals[slot] = send + link_x[link] + link_lat[link]
 
 
-@jit
+@jit_unchecked
 def _run_events(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_f, act_w, budget, out_busy, out_end,
                 out_peak, out_order, out_start):
     """:func:`run_program` as an event simulation (module docstring): any program."""
@@ -696,7 +696,7 @@ def _run_events(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_
     return total
 
 
-@jit
+@jit_unchecked
 def _send(t, src, dst, slot, arrivals, link_of, link_x, link_lat, link_free, num_devices, events, seq, busy_until):
     """A message from device ``src`` to ``dst`` whose producer ended at ``t``: its arrival into ``arrivals[slot]``,
     and a wake-up for ``dst`` then (no message between chunks of one device). A device that will still be at work
@@ -717,7 +717,7 @@ def _send(t, src, dst, slot, arrivals, link_of, link_x, link_lat, link_free, num
     return seq
 
 
-@jit
+@jit_unchecked
 def _next_fixed(dev, m, size, next_op, device_ops, ops, act_at, grad_at, f_end, d_end):
     """A fixed program's next op on ``dev`` and when its inputs are there: ``(code, ready)``, ready −1 while that is
     not known yet (code −1, −1 when the device is done)."""
@@ -737,7 +737,7 @@ def _next_fixed(dev, m, size, next_op, device_ops, ops, act_at, grad_at, f_end, 
     return (kind * size + slot if ready >= 0.0 else -1), ready
 
 
-@jit
+@jit_unchecked
 def _choose(dev, t, num_chunks, m, pipes, per_pipe, split, own_chunks, act_at, grad_at, f_end, d_end, next_f, next_d,
             next_w, pipe_memory, reserve, share, budget, chunk_w, open_f, window):
     """The greedy rule's op on ``dev`` at ``t``: a backward (D or B) that can start, the chunk nearest the loss first;
@@ -811,12 +811,17 @@ def device_boundaries(prog: Program) -> list[tuple[int, int]]:
     """``(a, b)`` for each boundary between consecutive chunks on two devices, in pipeline order: per micro-batch
     of its pipeline it carries an activation from device a to b and a gradient back (Chimera's two pipelines each
     take half the micro-batches, so each of its boundaries carries ``1/num_pipelines`` message per micro-batch)."""
-    pairs = []
-    for c in range(prog.num_chunks):
-        nxt = prog.chunk_next[c]
-        if nxt >= 0 and prog.chunk_device[c] != prog.chunk_device[nxt]:
-            pairs.append((int(prog.chunk_device[c]), int(prog.chunk_device[nxt])))
-    return pairs
+    return list(prog.boundaries)
+
+
+@functools.lru_cache(maxsize=256)
+def _pipeline_link_messages(name: str, num_devices: int, num_microbatches: int, virtual_stages: int) -> np.ndarray:
+    """:func:`link_messages` of a program on a pipeline's links (:func:`links`), per program (read-only)."""
+    prog = program(name, num_devices, num_microbatches, virtual_stages)
+    link_of, link_x, _ = links(num_devices, np.zeros(max(num_devices - 1, 0)), np.zeros(max(num_devices - 1, 0)))
+    counts = link_messages(prog, link_of, link_x.shape[0])
+    counts.setflags(write=False)
+    return counts
 
 
 def link_messages(prog: Program, link_of: np.ndarray, num_links: int) -> np.ndarray:
@@ -830,7 +835,7 @@ def link_messages(prog: Program, link_of: np.ndarray, num_links: int) -> np.ndar
     return counts
 
 
-@jit
+@jit_unchecked
 def timed_total_s(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, link_wan, act_f, act_w, budget,
                   min_cadence_s):
     """The iteration time of a program (:func:`run_program`) when every WAN link (``link_wan`` nonzero) sends a
@@ -942,7 +947,7 @@ def executor_model(forward_s: np.ndarray, backward_s: np.ndarray, hop_transfer_s
     for array in (f, d, w, act, link_of, link_x, link_lat, link_wan, budget):
         array.setflags(write=False)
     act_w = act * W_MEMORY_FRACTION
-    count = link_messages(prog, link_of, link_x.shape[0]) * num_microbatches
+    count = _pipeline_link_messages(schedule, num_stages, int(num_microbatches), virtual_stages) * num_microbatches
     for array in (act_w, count):
         array.setflags(write=False)
     min_wan_x = float(link_x[link_wan != 0].min()) if link_wan.any() else float("inf")
