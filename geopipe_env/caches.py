@@ -6,17 +6,22 @@ and misses, and registered here, so that :func:`clear_all` forgets every one (th
 with warm caches against a fresh one) and :func:`stats` reports them (the speed benchmarks print it). A cache holds
 values that are pure functions of their keys, so what it holds never changes a result, only how soon it comes.
 
-A cache may also keep what it computes on disk (:class:`DiskStore`, a ``diskcache.Cache``): the schedule executor's
-timings, which cost milliseconds each, are shared that way by every process on the machine that runs the same
-code (the workers of a vector env, later training runs). The store sits beside the compiled kernels, in a folder
-named by the package version and the hash of the compiled sources (``compiled.cache_dir``), so an edit to the
-executor or a formula it reads starts a new store and no stale timing is ever read. ``GEOPIPE_TIMING_STORE=off``
-turns it off; ``GEOPIPE_TIMING_STORE=PATH`` puts it elsewhere.
+A cache may also keep what it computes on disk (:class:`DiskStore`, a ``diskcache.Cache``): with
+``GEOPIPE_TIMING_STORE=on`` (or a folder's path) the schedule executor's timings, which cost about a millisecond
+each, are shared by every process on the machine that runs the same code (the workers of a vector env, later runs
+on the same seeds). It is off by default: on a process's first pass it costs about 15% (each new timing is written,
+each miss read), and it repays that only where processes meet the same pipelines. The store sits beside the
+compiled kernels, in a folder named by the package version and the hash of the compiled sources
+(``compiled.cache_dir``), so an edit to the executor or a formula it reads starts a new store and no stale timing
+is ever read.
 """
 
 from __future__ import annotations
 
+import atexit
+import hashlib
 import os
+import pickle
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -27,25 +32,32 @@ from cachetools import LRUCache
 
 STORE_SIZE_LIMIT_BYTES = 1 << 28  # 256 MiB on disk, then the oldest stored go first
 STORE_TIMEOUT_S = 1.0  # a store busy with another process's write for longer is passed over (a miss)
+STORE_BATCH = 64  # values written to the store in one transaction (one write costs about 300 µs alone, 36 µs so)
 _STORE_ERRORS = (OSError, sqlite3.Error, diskcache.Timeout)
 
 
 class DiskStore:
     """A key-value store on disk that several processes share (``diskcache.Cache``), opened at its first use.
-    Any failure to open, read or write it (a read-only disk, a lock held too long) counts as a miss: the caller
-    computes the value, so the store can slow nothing down by more than its own time and never changes a result."""
+
+    A key is stored as the SHA-256 digest of its pickle (a short fixed-size key reads and writes several times
+    faster than the pickled key itself), and new values are written :data:`STORE_BATCH` at a time in one
+    transaction (and at the process's exit). Any failure to open, read or write it (a read-only disk, a lock held
+    too long) counts as a miss: the caller computes the value, so the store can slow nothing down by more than its
+    own time and never changes a result."""
 
     def __init__(self, name: str) -> None:
         self.name = name
         self._cache = None
         self._broken = False
+        self._pending: dict[bytes, Any] = {}
 
     def folder(self) -> Path | None:
-        """Where the store lives, or None when ``GEOPIPE_TIMING_STORE`` turns it off."""
+        """Where the store lives: beside the compiled kernels with ``GEOPIPE_TIMING_STORE=on``, under the path it
+        names otherwise; None (no store) when it is unset, empty or ``off``."""
         setting = os.environ.get("GEOPIPE_TIMING_STORE", "")
-        if setting.lower() in ("0", "off", "no", "false"):
+        if setting.lower() in ("", "0", "off", "no", "false"):
             return None
-        if setting:
+        if setting.lower() not in ("1", "on", "yes", "true"):
             return Path(setting) / self.name
         from geopipe_env.compiled import cache_dir
 
@@ -61,30 +73,52 @@ class DiskStore:
             try:
                 self._cache = diskcache.Cache(str(folder), size_limit=STORE_SIZE_LIMIT_BYTES, timeout=STORE_TIMEOUT_S,
                                               eviction_policy="least-recently-stored")
+                atexit.register(self.flush)
             except _STORE_ERRORS:
                 self._broken = True
         return self._cache
+
+    @staticmethod
+    def _digest(key: Any) -> bytes:
+        return hashlib.sha256(pickle.dumps(key, protocol=5)).digest()
 
     def get(self, key: Any) -> Any:
         """The value stored at ``key``, or None."""
         cache = self._open()
         if cache is None:
             return None
+        digest = self._digest(key)
+        value = self._pending.get(digest)
+        if value is not None:
+            return value
         try:
-            return cache.get(key)
+            return cache.get(digest)
         except _STORE_ERRORS:
             return None
 
     def set(self, key: Any, value: Any) -> None:
-        cache = self._open()
-        if cache is not None:
-            try:
-                cache.set(key, value)
-            except _STORE_ERRORS:
-                pass
+        """Keep ``value`` at ``key`` (written with the next batch)."""
+        if self._open() is not None:
+            self._pending[self._digest(key)] = value
+            if len(self._pending) >= STORE_BATCH:
+                self.flush()
+
+    def flush(self) -> None:
+        """Write the values not yet written, in one transaction."""
+        cache, pending = self._cache, self._pending
+        self._pending = {}
+        if cache is None or not pending:
+            return
+        try:
+            with cache.transact():
+                for digest, value in pending.items():
+                    cache.set(digest, value)
+        except _STORE_ERRORS:
+            pass
 
     def close(self) -> None:
-        """Close the store (a forked or pickled process opens its own); it opens again when next used."""
+        """Write what is pending and close the store; it opens again when next used."""
+        self.flush()
         if self._cache is not None:
             self._cache.close()
         self._cache, self._broken = None, False

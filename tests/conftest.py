@@ -20,9 +20,10 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 
-# The suite counts executor runs, which the machine's timing store (geopipe_env.caches.DiskStore, on by default)
-# would answer from earlier runs: it is off here, and tests/test_timing_memo.py turns it on in a folder of its own.
-os.environ.setdefault("GEOPIPE_TIMING_STORE", "off")
+# The suite counts executor runs, which a machine's timing store (geopipe_env.caches.DiskStore, turned on by
+# GEOPIPE_TIMING_STORE) would answer from earlier runs: it is off here whatever the shell says, and
+# tests/test_timing_memo.py turns it on in a folder of its own.
+os.environ["GEOPIPE_TIMING_STORE"] = "off"
 
 settings.register_profile("ci", max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("thorough", max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -147,3 +147,19 @@ def test_a_store_that_cannot_open_is_a_miss(tmp_path, monkeypatch):
     assert store.get(("key", 0.0)) is None
     store.set(("key", 0.0), 1.0)
     assert store.get(("key", 0.0)) is None
+
+
+def test_the_store_is_off_unless_asked_for(tmp_path, monkeypatch):
+    """No store without ``GEOPIPE_TIMING_STORE`` (or with ``off``); ``on`` puts it beside the compiled kernels, in a
+    folder named as theirs (package version and compiled sources' hash); a path puts it there."""
+    from geopipe_env import compiled
+
+    store = caches.DiskStore("timings")
+    for setting in ("", "off", "0"):
+        monkeypatch.setenv("GEOPIPE_TIMING_STORE", setting)
+        assert store.folder() is None
+    monkeypatch.setenv("GEOPIPE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("GEOPIPE_TIMING_STORE", "on")
+    assert store.folder() == tmp_path / "cache" / "timings" / compiled.cache_dir().name
+    monkeypatch.setenv("GEOPIPE_TIMING_STORE", str(tmp_path / "elsewhere"))
+    assert store.folder() == tmp_path / "elsewhere" / "timings"

@@ -853,7 +853,8 @@ def timed_total_s(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, li
 # Iteration times the process keeps (executor timings and the closed forms' alike), least recently used first out.
 # A key holds the pipeline's arrays by value, about 2 KiB for a 16-stage pipeline, so the memo holds about 32 MiB.
 TIMINGS_CACHE_SIZE = 16384
-# Executor timings are also kept on disk for every process of the machine running this code (caches.DiskStore).
+# Executor timings may also be kept on disk for every process of the machine running this code (caches.DiskStore,
+# with GEOPIPE_TIMING_STORE set).
 TIMINGS = ProcessCache("timings", TIMINGS_CACHE_SIZE, DiskStore("timings"))
 BOUND_MARGIN = 1.0 - 1e-9  # ExecutorModel.lower_bound_s: below the exact bound by more than its rounding
 
