@@ -424,7 +424,7 @@ def packed_path_tables(num_stages: int, n: int) -> tuple[np.ndarray, np.ndarray]
 
 # How a pipeline's model evaluates (a layout's ``LI_KIND``).
 MODEL_GPIPE, MODEL_UNIFORM, MODEL_ROUND_TRIP, MODEL_PATHS = range(4)
-MODEL_EXECUTOR = 4  # a layout timed by the schedule executor (layout_table.executor_total_s)
+MODEL_EXECUTOR = 4  # a layout timed by the schedule executor, in Python (layout_table.LayoutTable.time_requested)
 
 
 @jit
