@@ -18,10 +18,11 @@ from geopipe_env.layout_table import LayoutTable, find_layout
 from geopipe_env.physics.energy import cumulative_at, gpu_power_w, weighted_integral
 from geopipe_env.physics.network import is_stalled
 from geopipe_env.physics.pipeline import MODEL_EXECUTOR, iteration_total_s
+from geopipe_env.physics.schedule import MAX_SCHEDULES
 from geopipe_env.tables import (
     C_CARBON, C_COST, C_DEMAND, C_DURATION, C_ITERATION, C_RATE, C_STALLED, CAND_BANDWIDTH_SLACK, CAND_CARBON,
     CAND_COST, CAND_FEASIBLE, CAND_LOG_DURATION, CAND_LOG_ITERATION_VS_ISOLATED, CAND_SCHEDULE, CAND_STALLED,
-    CAND_WAN_HOPS, CANDIDATE_FEATURES, MAX_SCHEDULES,
+    CAND_WAN_HOPS, CANDIDATE_FEATURES,
     C_SCHEDULE, J_ITERATIONS, J_PROFILE, LF_ALLREDUCE, LF_DEMAND, LF_MEMO_CADENCE, LF_MEMO_TOTAL, LF_WAN_BYTES, LI_KIND,
     LI_SCHEDULE, LI_WRAP,
     NUM_CANDIDATE_FLOATS, P_FITS, P_MICROBATCHES, P_STAGE_GPUS, P_STAGES, P_TABLE_ID, PF_ADMIT_PER_FORWARD,

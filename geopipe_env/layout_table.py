@@ -18,7 +18,7 @@ import numpy as np
 from geopipe_env.caches import ProcessCache
 from geopipe_env.compiled import jit
 from geopipe_env.generator import Job, World, timing_key
-from geopipe_env.physics import pipeline
+from geopipe_env.physics import pipeline, schedule
 from geopipe_env.physics.pipeline import (
     MODEL_EXECUTOR, MODEL_PATHS, demand_gbps, fold_paths, model_scalars, packed_fixed_paths, stage_arrays, tab_part,
 )
@@ -85,8 +85,9 @@ class LayoutTable:
         lay, slot = find_layout(self.index, self.layout_i, self.places, pid, regions, stages, length)
         if lay >= 0:
             return lay
-        if len(job.schedules) == 1 and job.schedule in pipeline.SCHEDULES:
-            lay, chosen = self._store_analytic(sim, job, regions, stages, pid, slot, job.schedule == pipeline.GPIPE), 0
+        entry = schedule.spec(job.schedule)
+        if len(job.schedules) == 1 and entry.closed_form:
+            lay, chosen = self._store_analytic(sim, job, regions, stages, pid, slot, entry.forwards_first), 0
         else:
             lay, chosen = self._store_chosen(sim, job, regions, stages, pid, slot)
         self.layout_i[lay, LI_SCHEDULE] = chosen
@@ -101,7 +102,7 @@ class LayoutTable:
         placement = Placement(tuple(regions.tolist()), tuple(stages.tolist()))
         model = sim.layout(job, placement).timing.model
         if model.executor is None:
-            gpipe = job.schedules[model.schedule] == pipeline.GPIPE
+            gpipe = schedule.spec(job.schedules[model.schedule]).forwards_first
             return self._store_analytic(sim, job, regions, stages, pid, slot, gpipe), model.schedule
         return self._store_executor(job, model, regions, stages, pid, slot), model.schedule
 

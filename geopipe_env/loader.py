@@ -1339,7 +1339,7 @@ def _check_schedules(scenario: Scenario, model: ModelSpec, shape: JobShape, shap
     v_path = "virtual_stages" if shape.virtual_stages is None else _join(shape_path, "virtual_stages")
     m = shape.num_microbatches
     for name in names:
-        if v != 1 and schedules.SPECS[name].placement not in ("loop", "wave") and len(names) == 1:
+        if v != 1 and not schedules.spec(name).virtual_stages and len(names) == 1:
             raise ScenarioError(v_path, f"{v} chunks per device, but {name} takes none",
                                 "virtual_stages only with interleaved-1f1b or hanayo")
         k = shape.pipeline_stages
@@ -1363,7 +1363,7 @@ def _check_schedules(scenario: Scenario, model: ModelSpec, shape: JobShape, shap
         per_stage = -(-model.layers // k)
         if per_stage % chunks:
             raise ScenarioError(
-                v_path if schedules.SPECS[name].placement in ("loop", "wave") else _schedule_path(shape, shape_path),
+                v_path if schedules.spec(name).virtual_stages else _schedule_path(shape, shape_path),
                 f"model {model.name!r} has {per_stage} layers per stage over {k} stages, which {name}'s {chunks} "
                 "chunks per device do not divide",
                 "chunks per device that divide each stage's layers",

@@ -27,12 +27,12 @@ from geopipe_env import tables
 from geopipe_env.candidate_kernels import candidate_features
 from geopipe_env.compiled import jit, pairwise_sum
 from geopipe_env.generator import World, fields_key
-from geopipe_env.physics.schedule import SCHEDULES
+from geopipe_env.physics.schedule import MAX_SCHEDULES, SCHEDULE_CODE_SCALE, spec
 from geopipe_env.placement import CandidateInfo
 from geopipe_env.simulator import ClusterSim
 from geopipe_env.tables import (
     CAND_BANDWIDTH_SLACK, CAND_CARBON, CAND_COST, CAND_FEASIBLE, CAND_LOG_DURATION, CAND_LOG_ITERATION_VS_ISOLATED,
-    CAND_SCHEDULE, JOB_SCHEDULES, MAX_SCHEDULES,
+    CAND_SCHEDULE, JOB_SCHEDULES,
     CAND_STALLED, CAND_WAN_HOPS, F_C_REF, F_CARBON_REF, F_HORIZON, F_NUM_JOBS, F_NUM_LINKS, F_START_HOUR, F_T_REF,
     F_TOTAL_GPUS, G_GPU_UTILIZATION, G_HOUR_COS, G_HOUR_SIN, G_MEAN_LINK_UTILIZATION, G_QUEUE_BEYOND_WINDOW,
     G_RUNNING_JOBS, G_TIME_FRACTION, G_WAIT_GAP, I_CANDIDATES_AT, I_GLOBAL_AT, I_LINKS_AT, I_QUEUE_AT, I_REGIONS,
@@ -205,9 +205,9 @@ def _encode_compiled(
 
 
 def schedule_code(name: str) -> float:
-    """A pipeline schedule as the observation gives it (``tables.CAND_SCHEDULE``): its position in
-    ``physics.schedule.SCHEDULES`` ÷ (their number − 1), from 0 (gpipe) to 1 (crosspipe-greedy)."""
-    return SCHEDULES.index(name) / (len(SCHEDULES) - 1)
+    """A pipeline schedule as the observation gives it (``tables.CAND_SCHEDULE``): its stable code in the registry
+    (``physics.schedule.SPECS``) ÷ ``SCHEDULE_CODE_SCALE``, from 0 (gpipe) to 1 (crosspipe-greedy)."""
+    return spec(name).code / SCHEDULE_CODE_SCALE
 
 
 def warm_up() -> None:

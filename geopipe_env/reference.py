@@ -31,9 +31,10 @@ from geopipe_env.observation import FORECAST_H, PRICE_SCALE_FLOOR
 from geopipe_env.physics import pipeline
 from geopipe_env.physics.network import FILL_TOLERANCE
 from geopipe_env.physics.pipeline import (
-    BACKWARD_TO_FORWARD, GPIPE, MODEL_GPIPE, MODEL_PATHS, MODEL_ROUND_TRIP, MODEL_UNIFORM, ONE_F_ONE_B, IterationTime,
+    BACKWARD_TO_FORWARD, MODEL_GPIPE, MODEL_PATHS, MODEL_ROUND_TRIP, MODEL_UNIFORM, ONE_F_ONE_B, IterationTime,
     _PathTables, path_tables,
 )
+from geopipe_env.physics.schedule import spec
 from geopipe_env.simulator import ClusterSim, Placement
 from geopipe_env.tables import LAYOUT_FLOATS
 from geopipe_env.units import BITS_PER_BYTE, BITS_PER_GBIT, SECONDS_PER_HOUR
@@ -171,7 +172,7 @@ def iteration_time(
     compute_total = float(stage_s.sum())
     fill = 2.0 * float(hop_transfer_s.sum() + hop_latency_s.sum())
     max_x = max(float(hop_transfer_s.max()) if hop_transfer_s.size else 0.0, min_cadence_s)
-    if schedule == GPIPE:
+    if spec(schedule).forwards_first:
         cadence = max(float(forward_s.max()), max_x) + max(float(backward_s.max()), max_x)
         total = compute_total + fill + (m - 1) * cadence
     else:
@@ -220,7 +221,7 @@ def _model_scalars(
     stage_s = forward_s + backward_s
     base_s = float(stage_s.sum()) + 2.0 * float(hop_transfer_s.sum() + hop_latency_s.sum())
     max_x = float(hop_transfer_s.max()) if hop_transfer_s.size else 0.0
-    if schedule == GPIPE:
+    if spec(schedule).forwards_first:
         return MODEL_GPIPE, base_s, max_x, float(forward_s.max()), float(backward_s.max()), (0.0, 0.0, 0.0, 0.0, 0.0)
     if num_microbatches <= 1:
         return MODEL_ROUND_TRIP, base_s, max_x, 0.0, 0.0, (0.0, 0.0, 0.0, 0.0, 0.0)
@@ -300,7 +301,7 @@ class IterationModel:
     def total_s(self, min_cadence_s: float = 0.0) -> float:
         """``iteration_time(..., min_cadence_s).total_s`` for this layout."""
         max_x = max(self._max_x, min_cadence_s)
-        if self._schedule == GPIPE:
+        if spec(self._schedule).forwards_first:
             cadence = max(self._max_f, max_x) + max(self._max_b, max_x)
             return self._base_s + (self._m - 1) * cadence
         if self._uniform is not None:
@@ -354,7 +355,7 @@ def _uniform_total_s(
     y = (hop_transfer_s + hop_latency_s) * (s > 1)
     n = num_microbatches - 1
     t = f + b
-    if schedule == GPIPE:
+    if spec(schedule).forwards_first:
         extra = n * (maximum(f, x) + maximum(b, x))
     else:
         step = maximum(t, x)  # one advance by the bottleneck stage or link
@@ -418,7 +419,7 @@ def timing_parts(sim: ClusterSim, job: Job, placement: Placement) -> tuple[Model
     schedule_name = job.schedule
     parts = model_parts(forward, backward, transfer, latency, job.num_microbatches, schedule_name)
     stage_s = forward + backward
-    cadence = float(forward.max()) if schedule_name == GPIPE else float(stage_s.max())
+    cadence = float(forward.max()) if spec(schedule_name).forwards_first else float(stage_s.max())
     return parts, job.wan_message_bytes * BITS_PER_BYTE / (cadence * BITS_PER_GBIT)
 
 

@@ -110,7 +110,8 @@ def _analytic_time_s(inputs: tuple[bytes, bytes, bytes, bytes, int, str, bool, f
     if not exact:  # the analytic model
         tab_i, tab_f = pipeline.packed_path_tables(forward.shape[0], max(m - 1, 1))
         return pipeline.model_total_s(
-            forward, backward, transfer, latency, m, schedule_name == pipeline.GPIPE, tab_i, tab_f, min_cadence
+            forward, backward, transfer, latency, m, schedule.spec(schedule_name).forwards_first, tab_i, tab_f,
+            min_cadence,
         )
     # The schedule table with each WAN hop's messages serialised at the job's allocated rate.
     transfer = transfer.copy()
@@ -187,13 +188,14 @@ def pipeline_model(job: Job, index: int, placement: Placement, forward: np.ndarr
     name = job.schedules[index]
     m, msg = job.num_microbatches, job.wan_message_bytes
     backward = job.backward_ratio * forward
-    if name in pipeline.SCHEDULES:
+    entry = schedule.spec(name)
+    if entry.closed_form:
         analytic = _timing_inputs(forward, transfer, latency, wan_pos, m, name, exact, job.backward_ratio)
-        demand = pipeline.demand_gbps(forward, backward, msg, name == pipeline.GPIPE, 1.0)
+        demand = pipeline.demand_gbps(forward, backward, msg, entry.forwards_first, 1.0)
         per_iteration = 2.0 * m * msg * placement.num_wan_hops
         return PipelineModel(index, analytic, None, demand, per_iteration, placement.links)
     wrap_x, wrap_lat, wrap_wan, wrap_links = wrap
-    loop = schedule.SPECS[name].placement == "loop"
+    loop = entry.wraps
     model = schedule.executor_model(
         forward, backward, transfer, latency, m, name, schedule.own_virtual_stages(name, job.virtual_stages),
         job.input_gradient, wan_pos, (wrap_x, wrap_lat), wrap_wan and loop,
@@ -676,7 +678,7 @@ class ClusterSim:
                     return f"no link between regions {a} and {b}"
             if len(regions) > 2 and bandwidth[regions[-1], regions[0]] <= 0.0:
                 name = job.schedules[self.layout(job, placement).schedule]
-                if schedule.SPECS[name].placement == "loop":
+                if schedule.spec(name).wraps:
                     return f"{name} wraps from its last region {regions[-1]} back to its first {regions[0]}, which no link joins"
         return None
 

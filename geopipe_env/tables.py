@@ -263,8 +263,8 @@ CANDIDATE_FEATURES = _table(
     ("bandwidth_slack", "the rate it would get ÷ its demand (1 without WAN hops)"),
     ("stalled", "1 if that rate is below the demand"),
     ("carbon", "estimated carbon ÷ the carbon reference"),
-    ("schedule", "the pipeline schedule it would run: its position among gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv, "
-                 "chimera, hanayo, crosspipe-greedy, ÷ 7"),
+    ("schedule", "the pipeline schedule it would run: its stable code (gpipe 0, 1f1b 1, interleaved-1f1b 2, zb-h1 3, "
+                 "zbv 4, chimera 5, hanayo 6, crosspipe-greedy 7; a schedule added later takes the next) ÷ 7"),
 )
 (CAND_FEASIBLE, CAND_LOG_ITERATION_VS_ISOLATED, CAND_LOG_DURATION, CAND_COST, CAND_WAN_HOPS, CAND_BANDWIDTH_SLACK,
  CAND_STALLED, CAND_CARBON, CAND_SCHEDULE) = CANDIDATE_FEATURES.positions(
@@ -343,8 +343,7 @@ ENCODER_JOBS = _table(
 JOB_SHARE, JOB_LOG_ISOLATED, JOB_LOG_DEMAND, JOB_ARRIVAL, JOB_ISOLATED_ITERATION = ENCODER_JOBS.positions(
     "share", "log_isolated", "log_demand", "arrival", "isolated_iteration"
 )
-JOB_SCHEDULES = len(ENCODER_JOBS)  # where the job's accepted schedules' codes start
-MAX_SCHEDULES = 8  # the schedules a job may accept: every one of them
+JOB_SCHEDULES = len(ENCODER_JOBS)  # where the job's accepted schedules' codes start (physics.schedule.MAX_SCHEDULES)
 
 
 def observation_markdown() -> str:

@@ -268,3 +268,43 @@ def test_the_lower_bound_never_exceeds_the_iteration_time(seed):
             assert model.total_s(model.min_wan_x) == model.total_s(0.0) == total
         checked += 1
     assert checked > 40
+
+
+def test_the_registry_gives_each_schedule_a_stable_code():
+    """Each schedule has its own code, and the codes in use never change (the observation reads code ÷ 7: a
+    schedule added later takes the next code); the counts and the closed-form set follow from the registry, and
+    an unknown name is one error naming the key."""
+    assert {name: sch.SPECS[name].code for name in SCHEDULES} == {
+        "gpipe": 0, "1f1b": 1, "interleaved-1f1b": 2, "zb-h1": 3, "zbv": 4, "chimera": 5, "hanayo": 6,
+        "crosspipe-greedy": 7,
+    }
+    assert list(SCHEDULES) == sorted(sch.SPECS, key=lambda name: sch.SPECS[name].code)
+    assert sch.MAX_SCHEDULES == len(sch.SPECS)
+    assert sch.CLOSED_FORM_SCHEDULES == (sch.GPIPE, sch.ONE_F_ONE_B)
+    with pytest.raises(ShapeError, match="^pipeline_schedule: got 'pipedream'"):
+        sch.spec("pipedream")
+
+
+def test_no_module_tells_schedules_apart_but_the_registry():
+    """Outside ``physics/schedule.py`` no module compares a schedule name or placement kind: they ask the
+    registry (``schedule.spec``)."""
+    import ast
+    from pathlib import Path
+
+    import geopipe_env
+
+    names = {"GPIPE", "ONE_F_ONE_B", "INTERLEAVED", "ZB_H1", "ZBV", "CHIMERA", "HANAYO", "CROSSPIPE_GREEDY"}
+    root = Path(geopipe_env.__file__).parent
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if path.relative_to(root).as_posix() == "physics/schedule.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare):
+                operands = [node.left, *node.comparators]
+                for operand in operands:
+                    named = operand.attr if isinstance(operand, ast.Attribute) else getattr(operand, "id", None)
+                    literal = isinstance(operand, ast.Constant) and operand.value in sch.SPECS
+                    if named in names or literal or (isinstance(operand, ast.Attribute) and operand.attr == "placement"):
+                        found.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert not found, found

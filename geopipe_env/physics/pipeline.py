@@ -74,7 +74,7 @@ from geopipe_env.tables import (
 from geopipe_env.units import BF16_BYTES, BITS_PER_BYTE, BITS_PER_GBIT, BYTES_PER_GB, FLOPS_PER_TFLOP, rate_gbps, transfer_time_s
 
 # The schedules the analytic model times (the schedule executor, physics.schedule, times every schedule).
-SCHEDULES = (GPIPE, ONE_F_ONE_B)
+SCHEDULES = schedules.CLOSED_FORM_SCHEDULES
 
 BACKWARD_TO_FORWARD = 2.0  # backward = 2× forward FLOPs: the 6·P·tokens rule (Kaplan et al. 2020)
 STATE_BYTES_PER_PARAM = 16.0  # bf16 weights + grads, fp32 master + Adam m, v (ZeRO paper, Rajbhandari et al. 2020)
@@ -144,7 +144,7 @@ def runnable_stages(names: tuple[str, ...], layers: int, num_microbatches: int, 
                     stage_counts: np.ndarray) -> np.ndarray:
     """(len(stage_counts),) bool: which stage counts every schedule of ``names`` can run: its shape rules
     (``schedule.check_shape``), and each stage's layers (``⌈L/S⌉``) split evenly into its chunks per device."""
-    if all(name in SCHEDULES for name in names):
+    if all(schedules.spec(name).closed_form for name in names):
         return np.ones(stage_counts.shape[0], dtype=bool)
     runnable = _runnable_counts(tuple(names), layers, num_microbatches, virtual_stages)
     return np.array([runnable[k - 1] if 1 <= k <= layers else False for k in stage_counts.tolist()], dtype=bool)
@@ -200,8 +200,9 @@ def stage_memory_bytes(
     layer's activations, ``34·b·s·h`` bytes (Korthikanti et al. 2022, with FlashAttention and sequence
     parallelism); both are split over the stage's ``t·c`` GPUs.
     """
-    if schedule in SCHEDULES:
-        in_flight = num_microbatches if schedule == GPIPE else np.minimum(num_stages, num_microbatches)
+    entry = schedules.spec(schedule)
+    if entry.closed_form:
+        in_flight = num_microbatches if entry.forwards_first else np.minimum(num_stages, num_microbatches)
     else:
         counts = np.asarray(num_stages)
         in_flight = np.array([
@@ -222,7 +223,7 @@ def stage_memory_bytes(
         unsharded = STATE_BYTES_PER_PARAM - SHARDED_STATE_BYTES_PER_PARAM
         state_bytes_per_param = unsharded + SHARDED_STATE_BYTES_PER_PARAM / sharing
     state = state_bytes_per_param * params / num_stages
-    copies = schedules.SPECS[schedule].weight_copies * context_parallel
+    copies = schedules.spec(schedule).weight_copies * context_parallel
     if copies != 1:
         state = state * copies
     return state + activations
@@ -761,7 +762,8 @@ def iteration_time(
         np.ascontiguousarray(a, dtype=float) for a in (forward_s, backward_s, hop_transfer_s, hop_latency_s)
     )
     tab_i, tab_f = packed_path_tables(forward.shape[0], max(num_microbatches - 1, 1))
-    total = model_total_s(forward, backward, transfer, latency, num_microbatches, schedule == GPIPE, tab_i, tab_f,
+    gpipe = schedules.spec(schedule).forwards_first
+    total = model_total_s(forward, backward, transfer, latency, num_microbatches, gpipe, tab_i, tab_f,
                           float(min_cadence_s))
     stage_s = forward + backward
     fill = 2.0 * float(transfer.sum() + latency.sum())
@@ -790,8 +792,9 @@ def uniform_iteration_time_s(
     """
     f, s = np.broadcast_arrays(np.asarray(forward_s, dtype=float), np.asarray(num_stages, dtype=float))
     out = np.empty(f.shape)
+    gpipe = schedules.spec(schedule).forwards_first
     uniform_totals(np.ascontiguousarray(f).ravel(), np.ascontiguousarray(s).ravel(), float(hop_transfer_s),
-                   float(hop_latency_s), int(num_microbatches), schedule == GPIPE, float(min_cadence_s),
+                   float(hop_latency_s), int(num_microbatches), gpipe, float(min_cadence_s),
                    float(backward_ratio), out.reshape(-1))
     return out
 
@@ -802,7 +805,7 @@ def recipe_uniform_s(forward_s: float, num_stages: int, hop_transfer_s: float, h
     """Iteration time of ``S`` identical stages (forward ``f``, backward ``ratio·f``) and hops, the wrap of an
     interleaved schedule on the same link, under any schedule at line rate: the closed form for GPipe and 1F1B
     (:func:`uniform_iteration_time_s`), the schedule executor for the others."""
-    if schedule in SCHEDULES:
+    if schedules.spec(schedule).closed_form:
         return float(uniform_iteration_time_s(forward_s, num_stages, hop_transfer_s, hop_latency_s, num_microbatches,
                                               schedule, backward_ratio=ratio))
     f = np.full(num_stages, float(forward_s))
@@ -818,7 +821,7 @@ def recipe_lower_bound_s(forward_s: float, num_stages: int, hop_transfer_s: floa
                          num_microbatches: int, schedule: str = ONE_F_ONE_B, ratio: float = BACKWARD_TO_FORWARD) -> float:
     """A lower bound on :func:`recipe_uniform_s`: the closed form itself for GPipe and 1F1B; for the executor's
     schedules, each device's own work, ``M·(f + b)`` (no schedule runs a device's ops faster than back to back)."""
-    if schedule in SCHEDULES:
+    if schedules.spec(schedule).closed_form:
         return float(uniform_iteration_time_s(forward_s, num_stages, hop_transfer_s, hop_latency_s, num_microbatches,
                                               schedule, backward_ratio=ratio))
     return num_microbatches * (1.0 + ratio) * float(forward_s)
@@ -828,7 +831,7 @@ def recipe_lower_bound_s(forward_s: float, num_stages: int, hop_transfer_s: floa
 def max_link_messages(schedule: str, num_stages: int, num_microbatches: int, virtual_stages: int = 1) -> float:
     """The most messages one link between two devices carries per micro-batch under ``schedule`` (each way): 1
     under GPipe, 1F1B, ZB-H1 and Chimera, ``v`` under interleaved 1F1B and Hanayo, 2 under the V schedules."""
-    if schedule in SCHEDULES or num_stages < 2:
+    if schedules.spec(schedule).closed_form or num_stages < 2:
         return 1.0
     prog = schedules.program(schedule, num_stages, num_microbatches, schedules.own_virtual_stages(schedule, virtual_stages))
     link_of, link_x, _ = schedules.links(num_stages, np.zeros(num_stages - 1), np.zeros(num_stages - 1))
@@ -900,7 +903,7 @@ def optimal_stages(
     ks = np.arange(k_min, k_max + 1)
     f = forward_one_stage_s / ks
     x = transfer_time_s(data_parallel * activation_bytes(micro_batch_size, seq_len, hidden), ref_bandwidth_gbps)
-    timed_as = schedule if schedule == GPIPE else ONE_F_ONE_B
+    timed_as = GPIPE if schedules.spec(schedule).forwards_first else ONE_F_ONE_B
     t = uniform_iteration_time_s(f, ks, x, ref_latency_s, num_microbatches, timed_as, backward_ratio=ratio)
     ranks = data_parallel * context_parallel
     if ranks > 1:
