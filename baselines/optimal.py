@@ -48,9 +48,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-import numba
 import numpy as np
 
+from geopipe_env.compiled import jit
 from geopipe_env.env import GeoPipeEnv
 from baselines.rollout import EnvCopier, distinct_launches
 from geopipe_env.units import SECONDS_PER_HOUR, WATTS_PER_KW
@@ -273,7 +273,7 @@ def _split(per_kwh: np.ndarray, most_kw: float) -> tuple[np.ndarray, np.ndarray]
     return most_kw * np.minimum(per_kwh, 0.0), np.maximum(per_kwh, 0.0)
 
 
-@numba.njit(cache=True)
+@jit
 def job_value(negative: np.ndarray, positive: np.ndarray, first_s: float, t_in: float, remaining: float, t_min: float,
               e_min: float, horizon_s: float, t_ref_s: float, weight: float) -> float:
     """:meth:`FutureBound._job_value` compiled: the least ``(f − t_in)/t_ref_s + weight·cost`` over finishes ``f``.

@@ -90,7 +90,13 @@ class ScriptedPolicy:
         raise NotImplementedError
 
     def action(self, slot: int, strategy: str) -> int:
-        return slot * self.env.num_strategies + STRATEGY_NAMES.index(strategy)
+        """The action that launches the job in queue slot ``slot`` on ``strategy``'s candidate, in the env's own
+        order of strategies (an env may be made with other strategies, or the same in another order)."""
+        strategies = self.env.strategies
+        if strategy not in strategies:
+            raise ValueError(f"{self.name}: the env offers no {strategy!r} candidates; its strategies are "
+                             f"{', '.join(strategies)}")
+        return slot * self.env.num_strategies + strategies.index(strategy)
 
 
 class FcfsPolicy(ScriptedPolicy):

@@ -95,3 +95,23 @@ def test_policy_randomness_is_seeded_by_the_env():
     before = env.unwrapped.np_random.bit_generator.state
     make_policy("fcfs-random").reset(env)
     assert env.unwrapped.np_random.bit_generator.state == before
+
+
+def test_a_scripted_policy_reads_the_envs_strategy_order():
+    """A scripted policy launches on the strategy it names in the env's own column, in an env whose strategies come
+    in another order than the default; a strategy the env does not offer is one error naming it."""
+    from baselines.policy import FcfsPolicy
+    from geopipe_env.strategies import STRATEGY_NAMES
+
+    order = tuple(reversed(STRATEGY_NAMES))
+    env = gym.make("GeoPipe-v0", strategies=list(order)).unwrapped
+    env.reset(seed=3)
+    policy = FcfsPolicy("fastest")
+    policy.reset(env)
+    assert policy.action(0, "fastest") % env.num_strategies == order.index("fastest")
+    assert policy.action(2, "bace-pipe") == 2 * env.num_strategies + order.index("bace-pipe")
+    narrow = gym.make("GeoPipe-v0", strategies=["ldf", "lcf"]).unwrapped
+    narrow.reset(seed=3)
+    policy.reset(narrow)
+    with pytest.raises(ValueError, match="fastest.*ldf, lcf"):
+        policy.action(0, "fastest")

@@ -200,16 +200,12 @@ def stage_memory_bytes(
     layer's activations, ``34·b·s·h`` bytes (Korthikanti et al. 2022, with FlashAttention and sequence
     parallelism); both are split over the stage's ``t·c`` GPUs.
     """
-    entry = schedules.spec(schedule)
-    if entry.closed_form:
-        in_flight = num_microbatches if entry.forwards_first else np.minimum(num_stages, num_microbatches)
-    else:
-        counts = np.asarray(num_stages)
-        in_flight = np.array([
-            schedules.in_flight_stages(schedule, k, num_microbatches, virtual_stages) for k in counts.ravel().tolist()
-        ]).reshape(counts.shape)
-        if counts.ndim == 0:
-            in_flight = float(in_flight)
+    counts = np.asarray(num_stages)
+    in_flight = np.array([
+        schedules.in_flight_stages(schedule, k, num_microbatches, virtual_stages) for k in counts.ravel().tolist()
+    ]).reshape(counts.shape)
+    if counts.ndim == 0:
+        in_flight = float(in_flight)
     layers_per_stage = -(-layers // num_stages)  # ceil, for an int or an int array of stage counts
     tokens_hidden = micro_batch_size * seq_len * hidden
     if recompute:
