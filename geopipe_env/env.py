@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import math
 import os
 import sys
@@ -77,6 +78,7 @@ from geopipe_env.generator import World, new_profile_cache, sample_world
 from geopipe_env.loader import (
     KeyedValueError,
     builtin_names,
+    did_you_mean,
     check_integer,
     check_number,
     check_string,
@@ -176,7 +178,13 @@ class GeoPipeEnv(gym.Env):
         invalid_action_penalty: float = DEFAULT_INVALID_ACTION_PENALTY,
         timing: str = "analytic",
         strategies: tuple[str, ...] | list[str] | None = None,
+        **unknown: Any,
     ) -> None:
+        if unknown:  # a misspelt keyword: one line naming it, before anything loads (Python's TypeError names no fix)
+            key = sorted(unknown)[0]
+            known = [name for name in inspect.signature(GeoPipeEnv.__init__).parameters if name not in ("self", "unknown")]
+            raise EnvArgumentError(key, "not an argument of GeoPipeEnv" + did_you_mean(key, known),
+                                   "one of " + ", ".join(known))
         _load_compiled()
         # Every argument is checked before the scenario is read, so a bad one fails here with one line
         # (EnvArgumentError) rather than later inside reset or the simulator.

@@ -131,7 +131,9 @@ def _choices(names: Iterable[str]) -> str:
     return shown + (f", … ({len(names)} in total)" if len(names) > NUM_LISTED_CHOICES else "")
 
 
-def _suggest(word: Any, names: Iterable[str]) -> str:
+def did_you_mean(word: Any, names: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the name among ``names`` closest to ``word`` (or equal to it but for case),
+    else an empty string."""
     names = list(names)
     match = difflib.get_close_matches(str(word), names, n=1)
     if not match:
@@ -192,7 +194,7 @@ def check_string(
     if not isinstance(value, str) or not value.strip():
         raise error(path, f"got {_describe(value)}", expected)
     if choices and value not in choices:
-        raise error(path, f"unknown value {value!r}{_suggest(value, choices)}", expected)
+        raise error(path, f"unknown value {value!r}{did_you_mean(value, choices)}", expected)
     return value
 
 
@@ -207,7 +209,7 @@ class _Section:
         for key in value:
             if not isinstance(key, str) or key not in allowed:
                 raise ScenarioError(
-                    _join(path, str(key)), f"unknown key{_suggest(key, allowed)}", f"one of {', '.join(allowed)}"
+                    _join(path, str(key)), f"unknown key{did_you_mean(key, allowed)}", f"one of {', '.join(allowed)}"
                 )
         self.data = value
         self.path = path
@@ -292,7 +294,7 @@ def load_builtin(name: str) -> Scenario:
     names = builtin_names()
     if name not in names:
         raise ScenarioError(
-            str(name), f"no built-in scenario of that name{_suggest(name, names)}", f"one of {_choices(names)}"
+            str(name), f"no built-in scenario of that name{did_you_mean(name, names)}", f"one of {_choices(names)}"
         )
     return load_scenario(SCENARIO_DIR / f"{name}.yaml")
 
@@ -339,7 +341,7 @@ def _resolve_extends(data: Any, base_dir: Path, chain: tuple[Path, ...]) -> Any:
     path = SCENARIO_DIR / f"{ref}.yaml" if ref in builtin_names() else base_dir / ref
     if not path.is_file():
         raise ScenarioError(
-            "extends", f"no scenario {ref!r}{_suggest(ref, builtin_names())}", f"one of {_choices(builtin_names())} or a YAML file"
+            "extends", f"no scenario {ref!r}{did_you_mean(ref, builtin_names())}", f"one of {_choices(builtin_names())} or a YAML file"
         )
     if path.resolve() in chain:
         raise ScenarioError("extends", f"{ref!r} extends itself (through {len(chain)} file(s))", "a chain without cycles")
@@ -590,7 +592,7 @@ def _regions(root: _Section, gpu_types: dict[str, GpuType], rule: str, base_dir:
         if gpu_name.casefold() not in gpu_types:
             raise ScenarioError(
                 section.at("gpu"),
-                f"unknown GPU type {gpu_name!r}{_suggest(gpu_name, gpu_names)}",
+                f"unknown GPU type {gpu_name!r}{did_you_mean(gpu_name, gpu_names)}",
                 f"one of {_choices(gpu_names)}, or one defined under gpus",
             )
         if rule == "endpoint_mean":
@@ -630,7 +632,7 @@ def _bundled(section: _Section, key: str, names: Sequence[str], kind: str) -> st
     name = section.string(key)
     if name not in names:
         raise ScenarioError(
-            section.at(key), f"unknown {kind} {name!r}{_suggest(name, names)}", f"a bundled {kind.split()[-1]}: {_choices(names)}"
+            section.at(key), f"unknown {kind} {name!r}{did_you_mean(name, names)}", f"a bundled {kind.split()[-1]}: {_choices(names)}"
         )
     return name
 
@@ -792,7 +794,7 @@ def _matrix_entries(section: _Section, ids: list[str], rule: str) -> dict[tuple[
         src_path = _join(path, str(src))
         if src not in ids:
             raise ScenarioError(
-                src_path, f"unknown region {src!r}{_suggest(src, ids)}", f"a region id: {_choices(ids)}"
+                src_path, f"unknown region {src!r}{did_you_mean(src, ids)}", f"a region id: {_choices(ids)}"
             )
         if not isinstance(row, dict):
             raise ScenarioError(src_path, f"got {_describe(row)}", "a mapping {dst: {bandwidth_gbps, latency_ms}}")
@@ -800,7 +802,7 @@ def _matrix_entries(section: _Section, ids: list[str], rule: str) -> dict[tuple[
             dst_path = _join(src_path, str(dst))
             if dst not in ids:
                 raise ScenarioError(
-                    dst_path, f"unknown region {dst!r}{_suggest(dst, ids)}", f"a region id: {_choices(ids)}"
+                    dst_path, f"unknown region {dst!r}{did_you_mean(dst, ids)}", f"a region id: {_choices(ids)}"
                 )
             if dst == src:
                 raise ScenarioError(
@@ -1058,7 +1060,7 @@ def _catalog_entry(item: str, path: str, catalog: dict[str, Any], kind: str, inl
     key = item.casefold()
     if key not in catalog:
         raise ScenarioError(
-            path, f"unknown {kind} {item!r}{_suggest(key, catalog)}", f"a catalog key ({_choices(catalog)}) or {inline}"
+            path, f"unknown {kind} {item!r}{did_you_mean(key, catalog)}", f"a catalog key ({_choices(catalog)}) or {inline}"
         )
     return catalog[key]
 
@@ -1129,7 +1131,7 @@ def _trace(
     for column in header:
         if column not in TRACE_COLUMNS:
             raise ScenarioError(
-                path, f"{file.name} has unknown column {column!r}{_suggest(column, TRACE_COLUMNS)}", expected_columns
+                path, f"{file.name} has unknown column {column!r}{did_you_mean(column, TRACE_COLUMNS)}", expected_columns
             )
     missing = [c for c in ("submit_time_s", "model") if c not in header]
     if not ("dataset" in header or "iterations" in header):
@@ -1164,7 +1166,7 @@ def _trace(
             names = [m.name for m in models] + list(MODEL_CATALOG)
             raise ScenarioError(
                 f"{row_path}.model",
-                f"{where}: unknown model {cells['model']!r}{_suggest(cells['model'], names)}",
+                f"{where}: unknown model {cells['model']!r}{did_you_mean(cells['model'], names)}",
                 f"a catalog key or a workload.models name: {_choices(names)}",
             )
         dataset_name, iterations_text = cells.get("dataset", ""), cells.get("iterations", "")
@@ -1181,7 +1183,7 @@ def _trace(
                 names = [d.name for d in datasets] + list(DATASET_CATALOG)
                 raise ScenarioError(
                     f"{row_path}.dataset",
-                    f"{where}: unknown dataset {dataset_name!r}{_suggest(dataset_name, names)}",
+                    f"{where}: unknown dataset {dataset_name!r}{did_you_mean(dataset_name, names)}",
                     f"one of {_choices(names)}",
                 )
         else:
@@ -1233,7 +1235,7 @@ def _randomize(section: _Section | None, gpu_types: dict[str, GpuType], workload
             check_string(name, path)
             if name.casefold() not in gpu_types:
                 known = sorted(g.name for g in gpu_types.values())
-                raise ScenarioError(path, f"unknown GPU {name!r}{_suggest(name, known)}", f"one of {_choices(known)}")
+                raise ScenarioError(path, f"unknown GPU {name!r}{did_you_mean(name, known)}", f"one of {_choices(known)}")
             names.append(gpu_types[name.casefold()])
         ranges["gpu_types"] = tuple(names)
     process = workload.arrival.process

@@ -286,6 +286,11 @@ def test_out_of_range_action_equals_a_wait(action):
         ({"strategies": []}, "strategies: an empty list; expected a non-empty list of names from bace-pipe"),
         ({"strategies": "cheapest"}, "strategies: got str 'cheapest'; expected a non-empty list of names from"),
         ({"strategies": ["cheapst"]}, "strategies[0]: unknown value 'cheapst' (did you mean 'cheapest'?); expected one of"),
+        ({"cost_wieght": 1}, "cost_wieght: not an argument of GeoPipeEnv (did you mean 'cost_weight'?); expected one of "
+                             "scenario, cost_weight, render_mode, queue_slots, max_regions, invalid_action_penalty, timing, "
+                             "strategies"),
+        ({"Timing": "exact"}, "Timing: not an argument of GeoPipeEnv (did you mean 'timing'?)"),
+        ({"seed": 3}, "seed: not an argument of GeoPipeEnv; expected one of scenario"),
     ],
 )
 def test_bad_env_arguments_raise_one_line_naming_the_argument(kwargs, message):
