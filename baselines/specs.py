@@ -21,6 +21,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import importlib.util
+import os
 import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -181,6 +182,8 @@ def _from_class(spec: str) -> Policy:
             sys.modules[module_name] = module
             loader_spec.loader.exec_module(module)
     else:
+        if os.getcwd() not in sys.path:  # a module in the folder the command runs from, as `python -m` finds it
+            sys.path.append(os.getcwd())
         try:
             module = importlib.import_module(where)
         except ImportError as exc:
@@ -191,14 +194,34 @@ def _from_class(spec: str) -> Policy:
     return cls()
 
 
+class _OwnPolicy:
+    """A class of one's own that has ``act(obs, info)`` but not the whole protocol: its name defaults to the class's
+    name, its ``env_kwargs`` to none, and ``reset(env)`` to nothing."""
+
+    def __init__(self, policy: Any) -> None:
+        self.policy = policy
+        self.name = str(getattr(policy, "name", type(policy).__name__))
+        self.env_kwargs = dict(getattr(policy, "env_kwargs", None) or {})
+
+    def reset(self, env: Any) -> None:
+        reset = getattr(self.policy, "reset", None)
+        if reset is not None:
+            reset(env)
+
+    def act(self, obs: dict, info: dict) -> int:
+        return self.policy.act(obs, info)
+
+
 def _check_protocol(policy: Any, spec: str) -> Policy:
-    missing = [a for a in ("name", "env_kwargs", "reset", "act") if not hasattr(policy, a)]
-    if missing:
+    """``policy`` itself when it follows the protocol, an :class:`_OwnPolicy` around it when it has ``act`` but not the
+    rest; a class without ``act`` is one error."""
+    if not callable(getattr(policy, "act", None)):
         raise EvaluationInputError(
-            f"policy {spec!r} does not follow the policy protocol: it has no {', '.join(missing)} "
-            "(see baselines.policy.Policy)"
+            f"policy {spec!r} does not follow the policy protocol: it has no act(obs, info) (see baselines.policy.Policy)"
         )
-    return policy
+    if all(hasattr(policy, a) for a in ("name", "env_kwargs", "reset")):
+        return policy
+    return _OwnPolicy(policy)
 
 
 def build_policy(spec: str) -> Policy:

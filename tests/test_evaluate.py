@@ -7,6 +7,7 @@ import math
 import os
 import re
 import subprocess
+import sys
 
 import gymnasium as gym
 import numpy as np
@@ -416,6 +417,25 @@ def test_own_policies_by_file_module_and_label(tmp_path, monkeypatch, capsys):
         env, policy, seed, ret = row.split(",")[:4]
         by_policy.setdefault(policy, []).append(ret)
     assert by_policy["mine"] == by_policy["first-valid"]
+
+
+def test_a_class_with_act_alone_runs_from_the_current_folder(tmp_path, monkeypatch, capsys):
+    """``module:Class`` finds a module in the folder the command runs from, and a class with ``act(obs, info)`` alone
+    is a policy: named by its class, with no env arguments and nothing to do at a reset."""
+    (tmp_path / "only_act.py").write_text(
+        "import numpy as np\n\n\nclass FirstValid:\n    def act(self, obs, info):\n"
+        "        return int(np.flatnonzero(info['action_mask'])[0])\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(tmp_path))])
+    out = tmp_path / "out"
+    argv = ["--env", "GeoPipe-Small-v0", "--policies", "lcf", "only_act:FirstValid", "--seeds", "2", "--workers", "1",
+            "--no-plots", "--out", str(out)]
+    assert evaluate.main(argv) == 0
+    rows = (out / "results.csv").read_text().splitlines()[1:]
+    assert sorted({row.split(",")[1] for row in rows}) == ["FirstValid", "lcf"]
+    returns = {row.split(",")[3] for row in rows if row.split(",")[1] == "FirstValid"}
+    assert len(returns) == 2, "GeoPipe-Small-v0's two seeds played one episode"
 
 
 @pytest.mark.parametrize("spec, message", [
