@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from agents.spaces import check_spaces
+from baselines.cli import install_hint
 
 if TYPE_CHECKING:
     from baselines.policy import Policy
@@ -30,7 +31,7 @@ VECNORMALIZE_SUFFIX = "_vecnormalize.pkl"
 PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"  # package data: present in site-packages too
 PRETRAINED_AGENT = "geopipe_v0_maskable_ppo"  # the shipped MaskablePPO agent for GeoPipe-v0
 TRAIN_EXTRA_MODULES = ("torch", "stable_baselines3", "sb3_contrib")
-TRAIN_EXTRA_INSTALL = "pip install 'geopipe-gym[train]'"
+TRAIN_EXTRA_INSTALL = install_hint("train")
 
 
 def train_extra_available() -> bool:
@@ -116,7 +117,7 @@ def load_agent(path: str | os.PathLike, env: Any | None = None, deterministic: b
         try:
             from agents.rllib import load_rllib_agent
         except ImportError as exc:
-            raise ValueError(f"{path} is a folder (an RLlib checkpoint?); loading one needs the 'rllib' extra: pip install -e \".[rllib]\"") from exc
+            raise ValueError(f"{path} is a folder (an RLlib checkpoint?); loading one needs the 'rllib' extra: {install_hint('rllib')}") from exc
         return load_rllib_agent(path, env)
     if not path.is_file():
         raise FileNotFoundError(f"no saved agent at {path}")

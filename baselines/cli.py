@@ -15,6 +15,15 @@ class OneLineErrorParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
+DISTRIBUTION = "geopipe-gym"  # the name pip installs GeoPipe under (pyproject.toml)
+
+
+def install_hint(extra: str) -> str:
+    """How to install one of GeoPipe's extras, from the package index and from a source checkout (which is how it
+    is installed while nothing is published)."""
+    return f"pip install '{DISTRIBUTION}[{extra}]' (from a source checkout: pip install -e '.[{extra}]')"
+
+
 def int_at_least(minimum: int) -> Callable[[str], int]:
     """An argparse ``type`` accepting integers >= ``minimum``, with a clear error otherwise."""
 

@@ -33,10 +33,11 @@ from tqdm import tqdm
 
 import baselines
 import geopipe_env
+from baselines.cli import install_hint
 from baselines.specs import ENTRY_POINT_GROUP, portable_spec
 from baselines.threads import limit_worker_threads, one_thread_env
 
-INSTALL_COMMANDS = {"ray": 'pip install -e ".[ray]"', "rllib": 'pip install -e ".[rllib]"'}
+INSTALL_COMMANDS = {extra: install_hint(extra) for extra in ("ray", "rllib")}
 RAY_TEMP_DIR_NAME = "geopipe-ray"  # under the system temp folder: Ray's sessions, sockets and logs
 CHUNKS_PER_CPU = 4  # enough chunks to even out the load, few enough to keep scheduling cheap
 

@@ -100,12 +100,24 @@ def _number(x: float) -> str:
     return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.3g}"
 
 
+# A CI half-width below this share of the mean's size is rounding in the sum of equal values: printed as 0.
+NOISE_FRACTION = 1e-9
+# A change vs the reference beyond ±this percentage means a reference near zero: the percentage is left out.
+MAX_SHOWN_CHANGE_PCT = 1000.0
+
+
 def _cell(entry: dict[str, float]) -> str:
+    """``mean ± ci95 (+x%)``: the half-width 0 where it is floating-point noise, and no percentage against a
+    reference near zero."""
     text = _number(entry["mean"])
     if entry["n"] > 1:
-        text += f" ± {_number(entry['ci95'])}"
-    if "change_vs_reference_pct" in entry and math.isfinite(entry["change_vs_reference_pct"]):
-        text += f" ({entry['change_vs_reference_pct']:+.1f}%)"
+        ci = entry["ci95"]
+        if math.isfinite(ci) and abs(ci) <= NOISE_FRACTION * abs(entry["mean"]):
+            ci = 0.0
+        text += f" ± {_number(ci)}"
+    change = entry.get("change_vs_reference_pct", math.nan)
+    if math.isfinite(change) and abs(change) < MAX_SHOWN_CHANGE_PCT:
+        text += f" ({change:+.1f}%)"
     return text
 
 
@@ -120,7 +132,8 @@ def markdown_tables(summary: dict[str, Any], seeds: Sequence[int], reference: st
     blocks = []
     for env, policies in summary.items():
         seed_text = f"seed {seeds[0]}" if len(seeds) == 1 else f"seeds {seeds[0]}–{seeds[-1]}"
-        change = f"; (±x%): change of the mean vs {reference}, same seeds" if reference in policies else ""
+        change = (f"; (±x%): change of the mean vs {reference}, same seeds (left out beyond ±1000%: a reference near "
+                  "zero)") if reference in policies else ""
         lines = [f"### {env}: {len(seeds)} episode(s), {seed_text}", "", f"Mean ± {CONFIDENCE:.0%} CI (t){change}."]
         for i, group in enumerate(TABLE_GROUPS):
             last = i == len(TABLE_GROUPS) - 1

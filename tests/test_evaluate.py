@@ -470,3 +470,14 @@ def test_a_package_seen_twice_registers_its_policies_once(tmp_path, monkeypatch)
     assert len(specs._entry_points()) == len({(ep.name, ep.value) for ep in real(group=specs.ENTRY_POINT_GROUP)}) >= 1
     default, _ = specs.default_policy_specs()
     assert len(default) == len(set(default))
+
+
+def test_table_cells_print_no_rounding_noise_and_no_percentage_of_a_zero_reference():
+    """A CI half-width that is floating-point noise prints as 0 (equal values summed), and a change vs the reference
+    beyond ±1000% (a reference near zero) is left out; ordinary changes keep their percentage."""
+    from baselines.report import _cell
+
+    assert _cell({"mean": 1.0, "ci95": 6.37e-16, "n": 5}) == "1 ± 0"
+    assert _cell({"mean": 0.1, "ci95": 0.02, "n": 5, "change_vs_reference_pct": 3166.7}) == "0.1 ± 0.02"
+    assert _cell({"mean": 14.6, "ci95": 9.3, "n": 5, "change_vs_reference_pct": -81.9}) == "14.6 ± 9.3 (-81.9%)"
+    assert _cell({"mean": 2.0, "ci95": 0.5, "n": 1}) == "2"

@@ -46,7 +46,7 @@ def test_the_distribution_name_is_used_by_every_install_hint():
         for requirement in requirements:
             if requirement.startswith("geopipe"):
                 assert requirement.startswith(f"{DISTRIBUTION}["), (extra, requirement)
-    assert TRAIN_EXTRA_INSTALL == f"pip install '{DISTRIBUTION}[train]'"
+    assert TRAIN_EXTRA_INSTALL == f"pip install '{DISTRIBUTION}[train]' (from a source checkout: pip install -e '.[train]')"
     files = [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(p for package in PACKAGES for p in (ROOT / package).rglob("*.py"))]
     named = {(path.name, name) for path in files for name in EXTRAS_REQUIREMENT.findall(path.read_text())}
     assert named and {name for _, name in named} == {DISTRIBUTION}, sorted(named)
@@ -64,6 +64,8 @@ def test_the_cpu_torch_command_asks_for_the_torch_the_project_accepts():
     for page in (ROOT / "README.md", ROOT / "docs" / "getting-started.md"):
         text = page.read_text()
         assert command in text and f"`{spec}`" in text and "pip install torch==" not in text, page.name
+        # Read top down, the CPU build comes before any install that would pull torch from the public index.
+        assert text.index(command) < text.index('pip install -e ".[train]"'), page.name
 
 
 def test_license_is_an_spdx_string_and_its_files_exist():

@@ -35,8 +35,8 @@ def test_core_packages_never_import_ray():
 @pytest.mark.parametrize(
     ("script", "args", "command"),
     [
-        ("evaluate", ["--backend", "ray", "--env", "GeoPipe-Toy-v0", "--policies", "lcf", "--seeds", "1"], 'pip install -e ".[ray]"'),
-        ("train", ["--algo", "rllib_ppo", "--env", "GeoPipe-Toy-v0"], 'pip install -e ".[rllib]"'),
+        ("evaluate", ["--backend", "ray", "--env", "GeoPipe-Toy-v0", "--policies", "lcf", "--seeds", "1"], "pip install -e '.[ray]'"),
+        ("train", ["--algo", "rllib_ppo", "--env", "GeoPipe-Toy-v0"], "pip install -e '.[rllib]'"),
     ],
 )
 def test_missing_extra_is_one_line_and_exit_2(script, args, command, tmp_path):
