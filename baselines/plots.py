@@ -1,10 +1,13 @@
 """Figures of an evaluation (``baselines.summary``): one set of PNGs per env, file names prefixed by its slug.
 
-- ``<slug>_paired_differences.png``: each policy's per-seed difference to the reference policy in average JCT,
-  total cost and return (dots), with the mean and its 95% CI. Pairing by seed removes the workload's and prices'
+- ``<slug>_paired_differences.png``: each policy's per-seed difference to the reference policy in average time in
+  system, total cost and return (dots), with the mean and its 95% CI. Pairing by seed removes the workload's and prices'
   variation that both share, which would otherwise swamp the difference (as in bars of unpaired means);
 - ``<slug>_jct_cdf.png``: the CDF of job completion times per policy, pooled over episodes, on a log time axis;
-- ``<slug>_jct_vs_cost.png``: per-policy mean average JCT vs mean cost with CI crosses, the Pareto front marked;
+- ``<slug>_time_vs_cost.png``: per-policy mean average time in system (every arrived job, to its finish or the
+  horizon, so a policy that leaves jobs waiting cannot look fast) vs mean cost with CI crosses, the Pareto front
+  marked; a policy that finishes under 90% of the best's jobs (and so spends less) has a hollow marker and its
+  jobs done in the legend;
 - ``<slug>_gpu_timeline.png``: allocated GPUs per region over time, one small panel per policy in a grid (first
   seed).
 
@@ -31,12 +34,13 @@ from baselines.summary import REFERENCE_POLICY, RETURN_KEY, paired_values, paret
 from baselines.stats import CONFIDENCE, mean_ci
 
 DPI = 120
-FIGURES = ("paired_differences", "jct_cdf", "jct_vs_cost", "gpu_timeline")  # what plot_env draws: <slug>_<figure>.png
+FIGURES = ("paired_differences", "jct_cdf", "time_vs_cost", "gpu_timeline")  # what plot_env draws: <slug>_<figure>.png
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 LINE_STYLES = ("-", "--", "-.", ":")
 # (metric, axis label, True when lower is better) of the paired-difference panels.
-PAIRED_METRICS = (("avg_jct_h", "average JCT (h)", True), ("total_cost_usd", "total cost (USD)", True), (RETURN_KEY, "return", False))
+PAIRED_METRICS = (("avg_time_in_system_h", "average time in system (h)", True), ("total_cost_usd", "total cost (USD)", True), (RETURN_KEY, "return", False))
 PAIRED_ROW_HEIGHT_IN = 0.42
+UNFINISHED_MARK = 0.9  # a policy finishing fewer jobs than this share of the best's is marked in the cost-time figure
 TIMELINE_COLUMNS = 4
 TIMELINE_PANEL_IN = (3.3, 2.1)  # (width, height) of one policy's panel
 SEED_DOT_SPREAD = 0.5  # the per-seed dots of one policy spread over this fraction of its row, in seed order
@@ -81,7 +85,7 @@ def plot_env(rows: Sequence[dict[str, Any]], policies: dict[str, Any], title: st
     figures = {
         "paired_differences": _paired_differences(rows, names, reference, styles, title),
         "jct_cdf": _cdf(rows, names, styles, title),
-        "jct_vs_cost": _scatter(policies, styles, title),
+        "time_vs_cost": _scatter(policies, styles, title),
         "gpu_timeline": _timelines(rows, names, title),
     }
     paths = []
@@ -138,14 +142,20 @@ def _cdf(rows: Sequence[dict[str, Any]], names: list[str], styles: dict[str, Sty
 
 def _scatter(policies: dict[str, Any], styles: dict[str, Style], title: str) -> Figure:
     names = list(policies)
-    jct = [policies[p]["avg_jct_h"] for p in names]
+    jct = [policies[p]["avg_time_in_system_h"] for p in names]
     cost = [policies[p]["total_cost_usd"] for p in names]
+    done = [policies[p].get("jobs_completed", {}).get("mean", math.nan) for p in names]
+    most_done = max((d for d in done if math.isfinite(d)), default=math.nan)
     fig = Figure(figsize=(9.5, 5.5), layout="constrained")
     ax = fig.subplots()
-    for policy, j, c in zip(names, jct, cost):
+    for policy, j, c, d in zip(names, jct, cost, done):
         style = styles[policy]
+        # A policy that leaves many jobs unfinished is cheap for it: it says so in the legend, with a hollow marker.
+        short = math.isfinite(d) and d < UNFINISHED_MARK * most_done
+        label = f"{policy} ({d:.1f} of {most_done:.1f} jobs done)" if short else policy
         ax.errorbar(j["mean"], c["mean"], xerr=_ci(j), yerr=_ci(c), fmt="none", ecolor=style.color, alpha=0.35, linewidth=0.9, zorder=1)
-        ax.scatter(j["mean"], c["mean"], marker=style.marker, s=60, color=style.color, edgecolors="0.15", linewidths=0.5, label=policy, zorder=3)
+        ax.scatter(j["mean"], c["mean"], marker=style.marker, s=60, color="none" if short else style.color,
+                   edgecolors=style.color if short else "0.15", linewidths=1.2 if short else 0.5, label=label, zorder=3)
     front = pareto_front([(j["mean"], c["mean"]) for j, c in zip(jct, cost)])
     if front:
         front.sort(key=lambda i: jct[i]["mean"])
@@ -153,9 +163,9 @@ def _scatter(policies: dict[str, Any], styles: dict[str, Style], title: str) -> 
         ax.step(fx, fy, where="post", color="0.3", linestyle="--", linewidth=1, label="Pareto front", zorder=0)
         for i in front:
             ax.annotate(names[i], (jct[i]["mean"], cost[i]["mean"]), xytext=(8, 6), textcoords="offset points", fontsize="small")
-    ax.set_xlabel("average JCT (h)")
+    ax.set_xlabel("average time in system (h): every arrived job, to its finish or the horizon")
     ax.set_ylabel("total cost (USD)")
-    ax.set_title(f"{title}: JCT vs cost, mean ± {CONFIDENCE:.0%} CI (lower left is better)")
+    ax.set_title(f"{title}: time in system vs cost, mean ± {CONFIDENCE:.0%} CI (lower left is better)")
     ax.grid(alpha=0.3)
     fig.legend(loc="outside right upper", fontsize="small")
     return fig

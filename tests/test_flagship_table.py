@@ -1,5 +1,5 @@
-"""The flagship tables (benchmarks/flagship_table.py) fit a docs page: two tables of at most six columns, the
-paired change against bace-pipe beside its mean."""
+"""The flagship tables (benchmarks/flagship_table.py) fit a docs page: three tables of at most six columns, the
+paired change against bace-pipe beside its mean; the last is the README's."""
 
 from __future__ import annotations
 
@@ -22,15 +22,16 @@ def _episode(policy: str, seed: int, scale: float, finished: bool = True) -> dic
     }
 
 
-def test_two_tables_of_at_most_six_columns(tmp_path, capsys):
+def test_three_tables_of_at_most_six_columns(tmp_path, capsys):
     seeds = [1000, 1001, 1002]
     episodes = [_episode("bace-pipe", s, 1.0) for s in seeds] + [_episode("sjf", s, 1.5) for s in seeds]
     episodes += [_episode("ldf", s, 2.0, finished=False) for s in seeds]
     path = tmp_path / "results.json"
-    path.write_text(json.dumps({"envs": {"GeoPipe-v0": {}}, "seeds": seeds, "episodes": episodes}))
+    path.write_text(json.dumps({"envs": {"GeoPipe-v0": {"env_id": "GeoPipe-v0", "scenario": None}}, "seeds": seeds,
+                                "episodes": episodes}))
     assert flagship_table.main([str(path)]) == 0
     tables = [block for block in capsys.readouterr().out.split("\n\n") if block.startswith("|")]
-    assert len(tables) == 2
+    assert len(tables) == 3
     for table in tables:
         lines = table.strip().splitlines()
         assert all(line.count("|") - 1 <= MAX_COLUMNS for line in lines)
@@ -40,3 +41,7 @@ def test_two_tables_of_at_most_six_columns(tmp_path, capsys):
     # sjf takes 1.5x bace-pipe's time in system and cost on every seed: +50.0% beside each mean
     assert outcomes["sjf"].count("(+50.0 ± ") == 2
     assert "| — |" in outcomes["ldf"]  # no finished job: no JCT
+    headline = {line.split(" | ")[0].strip("| "): line for line in tables[2].splitlines()[2:]}
+    assert "jobs done (of 40)" in tables[2].splitlines()[0]  # GeoPipe-v0 holds 40 jobs an episode
+    assert headline["sjf"].startswith("| sjf | 0.50 | 10.0% | 40.0 | ")
+    assert headline["sjf"].count("(+50.0 ± ") == 2 and headline["ldf"].startswith("| ldf | 0.50 | 10.0% | 0.0 |")

@@ -19,7 +19,8 @@ def _rows() -> list[dict]:
             jct = [1.0 + i + seed - SEEDS[0], 5.0 + i]
             rows.append({
                 "env": "e", "policy": name, "seed": seed, "return": -float(np.mean(jct)),
-                "avg_jct_h": float(np.mean(jct)), "total_cost_usd": 100.0 + 10 * i, "jct_h": jct, "comm_slowdown": [1.0],
+                "avg_jct_h": float(np.mean(jct)), "avg_time_in_system_h": float(np.mean(jct)) + 1.0,
+                "total_cost_usd": 100.0 + 10 * i, "jct_h": jct, "comm_slowdown": [1.0],
                 "timeline": {"t_h": [0.0, 1.0, 2.0], "gpus": [[1, 2], [3, 0], [0, 0]], "regions": ["a", "b"], "capacity": [4, 4]}
                 if seed == SEEDS[0] else None,
             })
@@ -67,3 +68,22 @@ def test_the_default_policies_each_have_their_own_colour():
     colours = [style.color for style in plots.policy_styles(names).values()]
     assert len(names) >= 12
     assert len(set(colours)) == len(names)
+
+
+def test_the_cost_time_figure_marks_policies_that_leave_jobs_unfinished(tmp_path):
+    """The cost–time figure plots time in system, and a policy that finishes fewer jobs than the best is labelled
+    with its jobs done (it is cheap for that reason)."""
+    from baselines.plots import _scatter, policy_styles
+
+    def entry(mean):
+        return {"mean": mean, "ci95": 0.1, "n": 3}
+
+    policies = {
+        "bace-pipe": {"avg_time_in_system_h": entry(92.0), "total_cost_usd": entry(14350.0), "jobs_completed": entry(39.7)},
+        "ldf": {"avg_time_in_system_h": entry(600.0), "total_cost_usd": entry(261.0), "jobs_completed": entry(2.3)},
+    }
+    fig = _scatter(policies, policy_styles(list(policies)), "w")
+    ax = fig.axes[0]
+    labels = [text.get_text() for text in fig.legends[0].get_texts()]
+    assert "bace-pipe" in labels and "ldf (2.3 of 39.7 jobs done)" in labels
+    assert ax.get_xlabel().startswith("average time in system")
