@@ -33,8 +33,8 @@ from baselines.report import (
     write_json,
 )
 from baselines.specs import (
-    DEFAULT_ENV_ID, EvaluationInputError, check_inputs, default_policy_specs, held_out_warning, is_scripted, parse_env,
-    source_loaded,
+    DEFAULT_ENV_ID, EvaluationInputError, check_at_once, check_inputs, default_policy_specs, held_out_warning,
+    is_scripted, parse_env, source_loaded,
 )
 from baselines.summary import REFERENCE_POLICY, improvement_across_envs, paired_differences, summarize
 
@@ -114,12 +114,16 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
             parser.exit(2, f"{parser.prog}: error: {exc}\n")
     replace = args.force or args.out is None
     out = DEFAULT_OUT if args.out is None else args.out
+    try:  # what needs neither torch nor the compiled kernels first: bad input is refused at once
+        check_at_once(envs, policy_specs, args.cost_weight)
+        check_output_folder(out, replace)
+    except EvaluationInputError as exc:
+        parser.error(str(exc))
     slow = source_loaded(policy_specs)
     if slow:  # checking them loads them: several silent seconds otherwise
         print(f"{prog}: loading {', '.join(slow)} (importing torch: several seconds)", file=sys.stderr, flush=True)
     try:
-        names = check_inputs(envs, policy_specs, args.cost_weight)  # the arguments and scenarios first, then the folder
-        check_output_folder(out, replace)
+        names = check_inputs(envs, policy_specs, args.cost_weight)  # every policy on every env, built once
     except EvaluationInputError as exc:
         parser.error(str(exc))
     warning = held_out_warning(seeds)

@@ -35,7 +35,8 @@ import gymnasium as gym
 import geopipe_env  # noqa: F401  (registers the env ids)
 from baselines import make_policy, policy_names
 from baselines.policy import DEFAULT_SEED_START, Policy
-from geopipe_env.env import GeoPipeEnv
+from geopipe_env.env import EnvArgumentError, GeoPipeEnv
+from geopipe_env.loader import check_number, load_scenario
 
 DEFAULT_ENV_ID = "GeoPipe-v0"
 SCENARIO_SUFFIXES = (".yaml", ".yml")
@@ -264,6 +265,41 @@ def default_policy_specs() -> tuple[list[str], list[str]]:
         else:
             specs += source.defaults()
     return specs, notes
+
+
+def check_at_once(envs: Sequence[EnvSpec], policy_specs: Sequence[str], cost_weight: float | None = None) -> None:
+    """The checks that need neither torch nor the compiled kernels, so that bad input is refused in about a second
+    on any machine: the cost weight is in range, every env id is registered, every scenario file loads, and every
+    policy spec names a scripted or registered policy, a saved agent whose source can load it, or a class of one's
+    own that can be built.
+
+    Raises:
+        EvaluationInputError: the first input that fails, in one line.
+    """
+    if cost_weight is not None:
+        with _input_errors():
+            check_number(cost_weight, "cost_weight", minimum=0.0, error=EnvArgumentError)
+    for env_spec in envs:
+        with _input_errors():
+            if env_spec.scenario is not None:
+                load_scenario(env_spec.scenario)
+            else:
+                gym.spec(env_spec.env_id)
+    registered = registered_policies()
+    for spec in policy_specs:
+        name = split_label(spec)[1]
+        if name in policy_names(include_slow=True) or name in registered:
+            continue
+        with _input_errors():
+            source = source_of(name)
+            if source is not None:
+                why = source.unavailable()
+                if why:
+                    raise EvaluationInputError(f"policy {name!r}: {why}")
+            elif ":" in name:
+                _check_protocol(_from_class(name), name)
+            else:
+                make_policy(name)  # raises ValueError naming the valid names
 
 
 def check_inputs(envs: Sequence[EnvSpec], policy_specs: Sequence[str], cost_weight: float | None) -> list[str]:

@@ -185,9 +185,8 @@ class GeoPipeEnv(gym.Env):
             known = [name for name in inspect.signature(GeoPipeEnv.__init__).parameters if name not in ("self", "unknown")]
             raise EnvArgumentError(key, "not an argument of GeoPipeEnv" + did_you_mean(key, known),
                                    "one of " + ", ".join(known))
-        _load_compiled()
-        # Every argument is checked before the scenario is read, so a bad one fails here with one line
-        # (EnvArgumentError) rather than later inside reset or the simulator.
+        # Every argument is checked before the scenario is read, and both before the compiled kernels load, so a bad
+        # one fails here at once with one line (EnvArgumentError) rather than later inside reset or the simulator.
         if cost_weight is not None:
             cost_weight = check_number(cost_weight, "cost_weight", minimum=0.0, error=EnvArgumentError)
         if render_mode is not None:
@@ -207,6 +206,7 @@ class GeoPipeEnv(gym.Env):
             raise EnvArgumentError(
                 "max_regions", f"got {self.max_regions}, fewer than the scenario's {most} regions", f"an integer >= {most}"
             )
+        _load_compiled()  # after every check: bad input is refused before the kernels load (or compile, ~40 s)
         self.num_strategies = len(self.strategies)
         # The built-in strategies' feasibility does not depend on prices, so hour ticks with no launch possible
         # before them hold none after them either; a registered strategy might, so it sees every tick.

@@ -484,3 +484,40 @@ def test_table_cells_print_no_rounding_noise_and_no_percentage_of_a_zero_referen
     assert _cell({"mean": 0.1, "ci95": 0.02, "n": 5, "change_vs_reference_pct": 3166.7}) == "0.1 ± 0.02"
     assert _cell({"mean": 14.6, "ci95": 9.3, "n": 5, "change_vs_reference_pct": -81.9}) == "14.6 ± 9.3 (-81.9%)"
     assert _cell({"mean": 2.0, "ci95": 0.5, "n": 1}) == "2"
+
+
+REFUSE_AT_ONCE = """
+import sys, time
+start = time.perf_counter()
+from baselines.evaluate_cli import main
+try:
+    main(sys.argv[1:])
+    code = 0
+except SystemExit as exc:
+    code = exc.code
+print(code, "torch" in sys.modules, round(time.perf_counter() - start, 2))
+"""
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--env", "my-wrold.yaml"], "my-wrold.yaml: file not found"),
+    (["--env", "BAD_SCENARIO"], "mfu: got 3; expected a finite number > 0 and <= 1"),
+    (["--env", "GeoPipe-v9"], "Environment version `v9` for environment `GeoPipe` doesn't exist"),
+    (["--policies", "lcf", "nosuch"], "unknown policy 'nosuch'"),
+    (["--cost-weight", "-1"], "cost_weight: got -1"),
+])
+def test_bad_input_is_refused_before_torch_and_the_kernels(tmp_path, args, message):
+    """With an empty kernel cache (a fresh machine), a bad env, scenario file, policy or option is refused with one
+    line and exit 2 before torch is imported and before any kernel compiles (the cache folder stays empty), the
+    shipped agent among the default policies included."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("version: 1\nextends: geopipe-v0\nname: bad\nmfu: 3.0\n")
+    args = [str(bad) if a == "BAD_SCENARIO" else a for a in args]
+    cache = tmp_path / "cache"
+    env = {**os.environ, "GEOPIPE_CACHE_DIR": str(cache)}
+    done = subprocess.run([sys.executable, "-c", REFUSE_AT_ONCE, *args, "--out", str(tmp_path / "out")], env=env,
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    code, torch_imported, seconds = done.stdout.split()
+    assert code == "2" and torch_imported == "False", done.stderr
+    assert message in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    assert not any(cache.rglob("*.nbi")), "a kernel was compiled before the input was refused"
