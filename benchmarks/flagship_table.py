@@ -38,6 +38,14 @@ def _paired_pct(rows: list[dict], policy: str, metric: str) -> str:
     return f"{est.mean * scale:+.1f} ± {est.ci95 * scale:.1f}"
 
 
+def _paired_time_and_cost(rows: list[dict], policy: str) -> tuple[str, str]:
+    """`` (+x ± y%)`` beside the time in system and beside the cost (empty for bace-pipe itself)."""
+    if policy == REFERENCE:
+        return "", ""
+    return (f" ({_paired_pct(rows, policy, 'avg_time_in_system_h')}%)",
+            f" ({_paired_pct(rows, policy, 'total_cost_usd')}%)")
+
+
 def _number(value) -> bool:
     """Whether a results file's value is a number (NaN is written as null)."""
     return value is not None and value == value
@@ -81,8 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     print("|---" * 5 + "|")
     for policy in policies:
         mine = [r for r in rows if r["policy"] == policy]
-        paired = ("", "") if policy == REFERENCE else (
-            f" ({_paired_pct(rows, policy, 'avg_time_in_system_h')}%)", f" ({_paired_pct(rows, policy, 'total_cost_usd')}%)")
+        paired = _paired_time_and_cost(rows, policy)
         jct = [r["avg_jct_h"] for r in mine if _number(r["avg_jct_h"])]  # finished jobs only; none if none finished
         print(
             f"| {policy} | {np.mean([r['jobs_completed'] for r in mine]):.1f} "
@@ -97,8 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     print("|---" * 6 + "|")
     for policy in policies:
         mine = [r for r in rows if r["policy"] == policy]
-        paired = ("", "") if policy == REFERENCE else (
-            f" ({_paired_pct(rows, policy, 'avg_time_in_system_h')}%)", f" ({_paired_pct(rows, policy, 'total_cost_usd')}%)")
+        paired = _paired_time_and_cost(rows, policy)
         print(
             f"| {policy} | {np.mean([r['cross_region_gpu_share'] for r in mine]):.2f} "
             f"| {100 * np.mean([r['stalled_job_fraction'] for r in mine]):.1f}% "
