@@ -95,11 +95,12 @@ def _iteration_time_s(inputs: tuple[bytes, bytes, bytes, bytes, int, str, bool, 
     schedule table exactly, its backward ÷ forward, and the cadence floor its allocated rate imposes on the WAN
     hops.
 
-    Pure in its arguments, so it is memoised in the process's timing memo (``schedule.TIMINGS``), which every
-    episode and env of the process shares: worlds of one scenario repeat their regions and links, so placements
-    recur from episode to episode.
+    Pure in its arguments, so it is memoised for the process (:data:`CLOSED_FORMS`), which every episode and env of
+    the process shares: worlds of one scenario repeat their regions and links, so placements recur from episode to
+    episode. The closed forms cost microseconds and contended rates rarely repeat, so their cache is small: a large
+    one would grow for most of a million steps and hit little more.
     """
-    return schedule.TIMINGS.get_or((inputs, min_cadence), lambda: _analytic_time_s(inputs, min_cadence))
+    return CLOSED_FORMS.get_or((inputs, min_cadence), lambda: _analytic_time_s(inputs, min_cadence))
 
 
 def _analytic_time_s(inputs: tuple[bytes, bytes, bytes, bytes, int, str, bool, float], min_cadence: float) -> float:
@@ -332,6 +333,8 @@ LAYOUT_CACHE_SIZE = 1024  # layouts kept across episodes (launched ones: the com
 SHARED_LAYOUT_CACHES = 4  # layout caches a process keeps (shared_layout_cache), one per world timing
 
 _SHARED_LAYOUTS = ProcessCache("shared layout caches", SHARED_LAYOUT_CACHES)
+CLOSED_FORMS_CACHE_SIZE = 2048  # GPipe and 1F1B iteration times a process keeps (about 1 MiB)
+CLOSED_FORMS = ProcessCache("closed-form timings", CLOSED_FORMS_CACHE_SIZE)
 LOCAL_ITERATION_CACHE_SIZE = 2048  # local iteration times a process keeps (ClusterSim.local_iteration_s_of)
 # What a placement's local iteration time reads of a world besides its job's profile and its stages' forward times.
 LOCAL_TIMING_FIELDS = (
