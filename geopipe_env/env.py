@@ -70,9 +70,9 @@ from typing import Any, TextIO
 
 import gymnasium as gym
 import numpy as np
-from cachetools import LRUCache
 
 from geopipe_env import candidate_kernels, layout_table, observation, sim_kernels, simulator
+from geopipe_env.caches import BoundedDict
 from geopipe_env.decision import DecisionBackend, make_backend
 from geopipe_env.generator import World, new_profile_cache, sample_world
 from geopipe_env.loader import (
@@ -224,7 +224,7 @@ class GeoPipeEnv(gym.Env):
         self.observation_space = observation_space(self.max_regions, self.queue_slots, self.num_strategies)
         self.world: World | None = None
         self.sim: ClusterSim | None = None
-        self._encoder_constants = LRUCache(1)  # the observation's constants of the last world physics
+        self._encoder_constants = BoundedDict(1)  # the observation's constants of the last world physics
 
     def _use_scenario(self, index: int) -> None:
         """Make the mixture's ``index``-th scenario the one the next episode runs."""

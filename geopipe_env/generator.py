@@ -13,8 +13,8 @@ from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 
 import numpy as np
-from cachetools import LRUCache
 
+from geopipe_env.caches import BoundedDict
 from geopipe_env.physics import pipeline
 from geopipe_env.physics.energy import HourlyIntegral, gpu_power_w
 from geopipe_env.scenario import SIZING_FIXED, SIZING_MEMORY, JobShape, Scenario
@@ -245,7 +245,7 @@ def _draw_indices(rng: np.random.Generator, sizes: np.ndarray | list[int]) -> li
     return rng.integers(0, np.asarray(sizes, dtype=np.int64)).tolist()
 
 
-PROFILE_CACHE_SIZE = 256  # model profiles an env keeps (new_profile_cache), least recently used first out
+PROFILE_CACHE_SIZE = 256  # model profiles an env keeps (new_profile_cache), oldest first out
 MAX_GPU_TYPE_DRAWS = 1000
 _GPU_FIELDS = ("tflops", "memory_gb", "busy_watts", "idle_watts", "kernel_efficiency")
 
@@ -295,10 +295,10 @@ def _hourly(series: list, start_hour: int, num_hours: int, at_mean: bool) -> np.
     return out
 
 
-def new_profile_cache() -> LRUCache:
+def new_profile_cache() -> BoundedDict:
     """A cache of model profiles for :func:`sample_world`, bounded at :data:`PROFILE_CACHE_SIZE` (randomised
     worlds rarely repeat a profile)."""
-    return LRUCache(PROFILE_CACHE_SIZE)
+    return BoundedDict(PROFILE_CACHE_SIZE)
 
 
 def sample_world(scenario: Scenario, rng: np.random.Generator, profile_cache: MutableMapping | None = None) -> World:

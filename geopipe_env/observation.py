@@ -241,7 +241,7 @@ class ObservationEncoder:
         carbon_ref_kg: float,
         world_constants: MutableMapping | None = None,
     ) -> None:
-        """``world_constants`` (optional, owned by the caller: a bounded cache such as ``cachetools.LRUCache(1)``)
+        """``world_constants`` (optional, owned by the caller: a bounded cache such as ``caches.BoundedDict(1)``)
         keeps the constants of the last worlds' physics across episodes: pass the same one only to encoders of one
         scenario."""
         self.world = world

@@ -15,10 +15,9 @@ from enum import IntEnum
 from typing import NamedTuple
 
 import numpy as np
-from cachetools import LRUCache
 
 from geopipe_env import sim_kernels, units
-from geopipe_env.caches import ProcessCache
+from geopipe_env.caches import BoundedDict, ProcessCache
 from geopipe_env.engine import Event, EventKind, EventQueue, arrival_events
 from geopipe_env.generator import Job, World, fields_key, layout_key
 from geopipe_env.physics import pipeline, schedule
@@ -100,6 +99,10 @@ def _iteration_time_s(inputs: tuple[bytes, bytes, bytes, bytes, int, str, bool, 
     episode. The closed forms cost microseconds and contended rates rarely repeat, so their cache is small: a large
     one would grow for most of a million steps and hit little more.
     """
+    total = CLOSED_FORMS.get((inputs, min_cadence))  # the hit path inline: launches and retimings run it
+    if total is not None:
+        CLOSED_FORMS.hits += 1
+        return total
     return CLOSED_FORMS.get_or((inputs, min_cadence), lambda: _analytic_time_s(inputs, min_cadence))
 
 
@@ -257,7 +260,7 @@ class PlacementTiming:
             for r, n in zip(placement.regions, placement.stages)
         )
         # rate → (iteration s, power W (R,)); contended spare bandwidth takes many values, so few are kept
-        self._by_rate: LRUCache = LRUCache(RATES_PER_LAYOUT)
+        self._by_rate = BoundedDict(RATES_PER_LAYOUT)
 
     @property
     def model(self) -> PipelineModel:
@@ -343,13 +346,13 @@ LOCAL_TIMING_FIELDS = (
 _LOCAL_ITERATION = ProcessCache("local iteration times", LOCAL_ITERATION_CACHE_SIZE)
 
 
-def shared_layout_cache(world: World, exact_timing: bool) -> LRUCache:
+def shared_layout_cache(world: World, exact_timing: bool) -> BoundedDict:
     """The process's ``layout_cache`` for :class:`ClusterSim` on worlds that time and power every layout alike:
     equal :func:`~geopipe_env.generator.layout_key` (line rates, latencies, intra-region link, schedule, GPU power
     figures and PUE) and timing. Every env of a process, and every episode, on such worlds shares it: a layout is a
     pure function of these, its job's ``profile_key`` and its placement. Worlds whose line rates change must not
     use it."""
-    return _SHARED_LAYOUTS.get_or((layout_key(world), exact_timing), lambda: LRUCache(LAYOUT_CACHE_SIZE))
+    return _SHARED_LAYOUTS.get_or((layout_key(world), exact_timing), lambda: BoundedDict(LAYOUT_CACHE_SIZE))
 
 
 class ClusterSim:

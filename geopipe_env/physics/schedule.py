@@ -883,7 +883,7 @@ def timed_total_s(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, li
                        np.zeros(d), np.zeros(d), np.zeros((0, 4), dtype=np.int64), np.zeros(0))
 
 
-# The schedule executor's iteration times the process keeps, least recently used first out: every request (schedule
+# The schedule executor's iteration times the process keeps, oldest first out: every request (schedule
 # choice, candidate table, launch, retiming) reads this one memo. A key holds the pipeline's arrays by value, about
 # 2 KiB for a 16-stage pipeline, so the memo holds about 32 MiB.
 TIMINGS_CACHE_SIZE = 16384
