@@ -225,8 +225,9 @@ def _check_protocol(policy: Any, spec: str) -> Policy:
     return _OwnPolicy(policy)
 
 
-def build_policy(spec: str) -> Policy:
-    """A fresh policy from a spec (see the module docstring).
+def build_policy(spec: str, load: bool = True) -> Policy | None:
+    """A fresh policy from a spec (see the module docstring). With ``load=False`` a spec that a policy source
+    (a saved agent) would load is only checked to be loadable, and None is returned: nothing heavy is imported.
 
     Raises:
         EvaluationInputError: a spec that names nothing, or a class that does not follow the policy protocol.
@@ -242,6 +243,8 @@ def build_policy(spec: str) -> Policy:
         why = source.unavailable()
         if why:
             raise EvaluationInputError(f"policy {spec!r}: {why}")
+        if not load:
+            return None
         policy = source.load(spec)
     elif ":" in spec:
         policy = _from_class(spec)
@@ -285,21 +288,9 @@ def check_at_once(envs: Sequence[EnvSpec], policy_specs: Sequence[str], cost_wei
                 load_scenario(env_spec.scenario)
             else:
                 gym.spec(env_spec.env_id)
-    registered = registered_policies()
     for spec in policy_specs:
-        name = split_label(spec)[1]
-        if name in policy_names(include_slow=True) or name in registered:
-            continue
         with _input_errors():
-            source = source_of(name)
-            if source is not None:
-                why = source.unavailable()
-                if why:
-                    raise EvaluationInputError(f"policy {name!r}: {why}")
-            elif ":" in name:
-                _check_protocol(_from_class(name), name)
-            else:
-                make_policy(name)  # raises ValueError naming the valid names
+            build_policy(spec, load=False)
 
 
 def check_inputs(envs: Sequence[EnvSpec], policy_specs: Sequence[str], cost_weight: float | None) -> list[str]:

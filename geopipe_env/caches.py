@@ -119,13 +119,6 @@ class DiskStore:
         except _STORE_ERRORS:
             pass
 
-    def close(self) -> None:
-        """Write what is pending and close the store; it opens again when next used."""
-        self.flush()
-        if self._cache is not None:
-            self._cache.close()
-        self._cache, self._broken = None, False
-
 
 class BoundedDict(dict):
     """A dict of at most ``maxsize`` entries: setting a new key in a full one first drops the oldest entry. Reads are
@@ -152,11 +145,8 @@ class ProcessCache(BoundedDict):
         self.hits = self.misses = self.store_hits = 0
         _REGISTRY[name] = self
 
-    def __reduce__(self):
-        return _registered, (self.name,)
-
-    def get_or(self, key: Any, compute: Callable[[], Any], persist: bool = False) -> Any:
-        """The value cached at ``key``, or ``compute()`` stored there (counted as a hit or a miss). With
+    def get_or(self, key: Any, compute: Callable[..., Any], *args: Any, persist: bool = False) -> Any:
+        """The value cached at ``key``, or ``compute(*args)`` stored there (counted as a hit or a miss). With
         ``persist`` (for values that cost far more to compute than a disk read) a miss asks the cache's
         :class:`DiskStore` first, and keeps what it computes there."""
         value = self.get(key)
@@ -169,7 +159,7 @@ class ProcessCache(BoundedDict):
             if value is not None:
                 self.store_hits += 1
         if value is None:
-            value = compute()
+            value = compute(*args)
             if persist and self.store is not None:
                 self.store.set(key, value)
         self[key] = value
@@ -177,11 +167,6 @@ class ProcessCache(BoundedDict):
 
     def clear_counts(self) -> None:
         self.hits = self.misses = self.store_hits = 0
-
-
-def _registered(name: str) -> ProcessCache:
-    """The process's cache of that name (an unpickled reference to a process cache is this process's own)."""
-    return _REGISTRY[name]
 
 
 _REGISTRY: dict[str, ProcessCache] = {}

@@ -42,7 +42,7 @@ class LayoutTable:
     def __init__(self) -> None:
         self.layout_f = np.zeros((16, len(LAYOUT_FLOATS)))  # (capacity, NUM_LAYOUT_FLOATS)
         self.layout_i = np.zeros((16, len(LAYOUT_INTS)), dtype=np.int64)  # (capacity, NUM_LAYOUT_INTS)
-        self.arrays = np.zeros(4096)  # the layouts' 1F1B path lines or executor floats, one after the other
+        self.arrays = np.zeros(4096)  # the layouts' 1F1B path lines, one after the other
         # The layouts' regions and stages, one after the other.
         self.places = np.zeros(256, dtype=np.int64)
         # Hash slot → layout id (find_layout), with room for as many layouts as the rows above: an array, not

@@ -209,11 +209,7 @@ _PLACEMENTS = ProcessCache("placements", PLACEMENT_INTERN_SIZE)
 def _placement(regions: tuple[int, ...], stages: tuple[int, ...]) -> Placement:
     """The :class:`Placement` of ``regions`` and ``stages``, interned: the strategies rebuild the same few
     placements at every decision, and a lookup costs a tenth of building one."""
-    placement = _PLACEMENTS.get((regions, stages))  # the hit path inline: this runs several times a decision
-    if placement is not None:
-        _PLACEMENTS.hits += 1
-        return placement
-    return _PLACEMENTS.get_or((regions, stages), lambda: Placement(regions, stages))
+    return _PLACEMENTS.get_or((regions, stages), Placement, regions, stages)
 
 
 def _fill_in_order(order: Sequence[int], free: list[int], needed: int) -> Placement | None:

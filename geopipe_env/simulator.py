@@ -99,11 +99,7 @@ def _iteration_time_s(inputs: tuple[bytes, bytes, bytes, bytes, int, str, bool, 
     episode. The closed forms cost microseconds and contended rates rarely repeat, so their cache is small: a large
     one would grow for most of a million steps and hit little more.
     """
-    total = CLOSED_FORMS.get((inputs, min_cadence))  # the hit path inline: launches and retimings run it
-    if total is not None:
-        CLOSED_FORMS.hits += 1
-        return total
-    return CLOSED_FORMS.get_or((inputs, min_cadence), lambda: _analytic_time_s(inputs, min_cadence))
+    return CLOSED_FORMS.get_or((inputs, min_cadence), _analytic_time_s, inputs, min_cadence)
 
 
 def _analytic_time_s(inputs: tuple[bytes, bytes, bytes, bytes, int, str, bool, float], min_cadence: float) -> float:
@@ -352,7 +348,7 @@ def shared_layout_cache(world: World, exact_timing: bool) -> BoundedDict:
     figures and PUE) and timing. Every env of a process, and every episode, on such worlds shares it: a layout is a
     pure function of these, its job's ``profile_key`` and its placement. Worlds whose line rates change must not
     use it."""
-    return _SHARED_LAYOUTS.get_or((layout_key(world), exact_timing), lambda: BoundedDict(LAYOUT_CACHE_SIZE))
+    return _SHARED_LAYOUTS.get_or((layout_key(world), exact_timing), BoundedDict, LAYOUT_CACHE_SIZE)
 
 
 class ClusterSim:
@@ -632,7 +628,7 @@ class ClusterSim:
                 runs.append((f, n))
         index = self.layout(job, placement).schedule
         key = (job.profile_key, tuple(runs), fields_key(self.world, LOCAL_TIMING_FIELDS), self.exact_timing, index)
-        return _LOCAL_ITERATION.get_or(key, lambda: self._local_iteration_s(job, placement, index))
+        return _LOCAL_ITERATION.get_or(key, self._local_iteration_s, job, placement, index)
 
     def _local_iteration_s(self, job: Job, placement: Placement, index: int) -> float:
         """:meth:`local_iteration_s_of` computed: the job's schedule ``index`` on the placement's stages in one

@@ -264,8 +264,8 @@ def test_the_lower_bound_never_exceeds_the_iteration_time(seed):
             continue
         total = model.execute().total_s
         assert model.lower_bound_s() <= total, (name, num_stages, m, v)
-        if slow.any():
-            assert model.total_s(model.min_wan_x) == model.total_s(0.0) == total
+        if slow.any():  # the executor itself, not the memo (which keys such a floor as 0)
+            assert model._run(model.min_wan_x) == total
         checked += 1
     assert checked > 40
 

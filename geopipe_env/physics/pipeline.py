@@ -823,15 +823,13 @@ def recipe_lower_bound_s(forward_s: float, num_stages: int, hop_transfer_s: floa
     return num_microbatches * (1.0 + ratio) * float(forward_s)
 
 
-@functools.lru_cache(maxsize=256)
 def max_link_messages(schedule: str, num_stages: int, num_microbatches: int, virtual_stages: int = 1) -> float:
     """The most messages one link between two devices carries per micro-batch under ``schedule`` (each way): 1
     under GPipe, 1F1B, ZB-H1 and Chimera, ``v`` under interleaved 1F1B and Hanayo, 2 under the V schedules."""
     if schedules.spec(schedule).closed_form or num_stages < 2:
         return 1.0
-    prog = schedules.program(schedule, num_stages, num_microbatches, schedules.own_virtual_stages(schedule, virtual_stages))
-    link_of, link_x, _ = schedules.links(num_stages, np.zeros(num_stages - 1), np.zeros(num_stages - 1))
-    return float(schedules.link_messages(prog, link_of, link_x.shape[0]).max())
+    v = schedules.own_virtual_stages(schedule, virtual_stages)
+    return float(schedules.pipeline_link_messages(schedule, num_stages, num_microbatches, v).max())
 
 
 def allreduce_time_s(

@@ -848,7 +848,7 @@ def device_boundaries(prog: Program) -> list[tuple[int, int]]:
 
 
 @functools.lru_cache(maxsize=256)
-def _pipeline_link_messages(name: str, num_devices: int, num_microbatches: int, virtual_stages: int) -> np.ndarray:
+def pipeline_link_messages(name: str, num_devices: int, num_microbatches: int, virtual_stages: int) -> np.ndarray:
     """:func:`link_messages` of a program on a pipeline's links (:func:`links`), per program (read-only)."""
     prog = program(name, num_devices, num_microbatches, virtual_stages)
     link_of, link_x, _ = links(num_devices, np.zeros(max(num_devices - 1, 0)), np.zeros(max(num_devices - 1, 0)))
@@ -915,12 +915,16 @@ class ExecutorModel(NamedTuple):
         """The iteration time at a cadence floor (:func:`timed_total_s`), memoised for the process (:data:`TIMINGS`)
         by the model's content: placements of one job shape on regions of one GPU type, in any world, time alike.
         A timing not in the memo is looked up in the machine's timing store before the executor runs (it is kept
-        there after). A floor no WAN link's message time lies below changes no message time, so it is timed (and memoised) as 0."""
+        there after). A floor no WAN link's message time lies below changes no message time, so it is timed (and
+        memoised) as 0."""
         floor = float(min_cadence_s) if min_cadence_s > self.min_wan_x else 0.0
-        return TIMINGS.get_or((self.key(), floor), lambda: float(timed_total_s(
-            self.program.packed, self.chunk_f, self.chunk_d, self.chunk_w, self.link_of, self.link_x, self.link_lat,
-            self.link_wan, self.act_f, self.act_w, self.budget, floor,
-        )), persist=True)
+        return TIMINGS.get_or((self.key(), floor), self._run, floor, persist=True)
+
+    def _run(self, floor: float) -> float:
+        """:func:`timed_total_s` of the model at a cadence floor."""
+        return float(timed_total_s(self.program.packed, self.chunk_f, self.chunk_d, self.chunk_w, self.link_of,
+                                   self.link_x, self.link_lat, self.link_wan, self.act_f, self.act_w, self.budget,
+                                   floor))
 
     def lower_bound_s(self) -> float:
         """A lower bound on :meth:`total_s` at line rate that costs no simulation: no device runs its ops faster
@@ -982,7 +986,7 @@ def executor_model(forward_s: np.ndarray, backward_s: np.ndarray, hop_transfer_s
     for array in (f, d, w, act, link_of, link_x, link_lat, link_wan, budget):
         array.setflags(write=False)
     act_w = act * W_MEMORY_FRACTION
-    count = _pipeline_link_messages(schedule, num_stages, int(num_microbatches), virtual_stages) * num_microbatches
+    count = pipeline_link_messages(schedule, num_stages, int(num_microbatches), virtual_stages) * num_microbatches
     for array in (act_w, count):
         array.setflags(write=False)
     min_wan_x = float(link_x[link_wan != 0].min()) if link_wan.any() else float("inf")
