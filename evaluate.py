@@ -1,10 +1,10 @@
-"""``python evaluate.py``: the ``geopipe-evaluate`` command from a source checkout (see ``baselines.evaluate_cli``)."""
+"""``python evaluate.py``: the ``geopipe-evaluate`` command from a source checkout (see ``geopipe_baselines.evaluate_cli``)."""
 
 from __future__ import annotations
 
 import sys
 
-from baselines import evaluate_cli
+from geopipe_baselines import evaluate_cli
 
 
 def main(argv: list[str] | None = None) -> int:

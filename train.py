@@ -1,10 +1,10 @@
-"""``python train.py``: the ``geopipe-train`` command from a source checkout (see ``agents.train_cli``)."""
+"""``python train.py``: the ``geopipe-train`` command from a source checkout (see ``geopipe_agents.train_cli``)."""
 
 from __future__ import annotations
 
 import sys
 
-from agents import train_cli
+from geopipe_agents import train_cli
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,6 +1,6 @@
 """SB3 callbacks for training GeoPipe agents: episode metrics, held-out evaluation and checkpoints.
 
-Every saved agent is written in the format :func:`agents.load_agent` reads: ``<name>.zip`` plus, when training
+Every saved agent is written in the format :func:`geopipe_agents.load_agent` reads: ``<name>.zip`` plus, when training
 normalises observations, ``<name>_vecnormalize.pkl`` beside it (:func:`save_agent`). Each file is written to a
 temporary name and renamed into place, so a run killed mid-save keeps the previous file whole.
 """
@@ -20,11 +20,11 @@ import numpy as np
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 
-from agents.learning_curve import (
+from geopipe_agents.learning_curve import (
     EVALUATIONS_FILE, SUMMARY_COLUMNS, evaluate_agent, plot_learning_curve, summarize_episodes, write_references,
 )
-from agents.loading import VECNORMALIZE_SUFFIX, AgentPolicy
-from baselines import make_policy
+from geopipe_agents.loading import VECNORMALIZE_SUFFIX, AgentPolicy
+from geopipe_baselines import make_policy
 
 METRICS_PREFIX = "geopipe/"
 REFERENCE_POLICIES = ("bace-pipe", "sjf")  # evaluated once on the same seeds, drawn on the learning curve

@@ -2,10 +2,10 @@
 policies on the same env and seeds drawn as horizontal lines.
 
 ``train.py`` redraws ``<run_dir>/learning_curve.png`` after every evaluation, from ``evaluations.csv`` (written by
-:class:`agents.callbacks.HeldOutEvalCallback`) and ``reference_returns.csv`` (the scripted policies, evaluated once
+:class:`geopipe_agents.callbacks.HeldOutEvalCallback`) and ``reference_returns.csv`` (the scripted policies, evaluated once
 when training starts). To redraw it by hand::
 
-    python -m agents.learning_curve runs/<run> [--out curve.png] [--references bace-pipe sjf rollout ...]
+    python -m geopipe_agents.learning_curve runs/<run> [--out curve.png] [--references bace-pipe sjf rollout ...]
 
 ``--references`` first plays those policies (scripted names, ``rollout`` and ``optimal`` included) on the run's
 evaluation env and seeds (from its ``args.yml`` and ``config.yml``) and replaces ``reference_returns.csv`` with
@@ -26,10 +26,10 @@ import numpy as np
 import yaml
 from matplotlib.figure import Figure
 
-from baselines import SLOW_REFERENCES, make_policy  # SLOW_REFERENCES: the rollouts and the optimum, not scripted
-from baselines.plots import policy_styles
-from baselines.policy import Policy, play_episode
-from baselines.stats import mean_ci
+from geopipe_baselines import SLOW_REFERENCES, make_policy  # SLOW_REFERENCES: the rollouts and the optimum, not scripted
+from geopipe_baselines.plots import policy_styles
+from geopipe_baselines.policy import Policy, play_episode
+from geopipe_baselines.stats import mean_ci
 
 EVALUATIONS_FILE = "evaluations.csv"
 REFERENCES_FILE = "reference_returns.csv"

@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from agents.spaces import check_spaces
-from baselines.cli import install_hint
+from geopipe_agents.spaces import check_spaces
+from geopipe_baselines.cli import install_hint
 
 if TYPE_CHECKING:
-    from baselines.policy import Policy
+    from geopipe_baselines.policy import Policy
 
 VECNORMALIZE_SUFFIX = "_vecnormalize.pkl"
 PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"  # package data: present in site-packages too
@@ -98,7 +98,7 @@ def _algorithm_of(path: Path) -> Any:
 def load_agent(path: str | os.PathLike, env: Any | None = None, deterministic: bool = True) -> Policy:
     """Load ``path`` (an SB3 ``.zip``) and its normalisation stats, if saved beside it, as an :class:`AgentPolicy`.
 
-    A folder is read as an RLlib checkpoint instead (:func:`agents.rllib.load_rllib_agent`, the ``rllib`` extra),
+    A folder is read as an RLlib checkpoint instead (:func:`geopipe_agents.rllib.load_rllib_agent`, the ``rllib`` extra),
     which always acts greedily.
 
     Args:
@@ -115,7 +115,7 @@ def load_agent(path: str | os.PathLike, env: Any | None = None, deterministic: b
     path = Path(path)
     if path.is_dir():
         try:
-            from agents.rllib import load_rllib_agent
+            from geopipe_agents.rllib import load_rllib_agent
         except ImportError as exc:
             raise ValueError(f"{path} is a folder (an RLlib checkpoint?); loading one needs the 'rllib' extra: {install_hint('rllib')}") from exc
         return load_rllib_agent(path, env)
@@ -155,7 +155,7 @@ def load_pretrained(name: str = PRETRAINED_AGENT, env: Any | None = None, determ
 
 
 class SavedAgents:
-    """The policy source of saved agents (``baselines.specs``), registered in the entry-point group
+    """The policy source of saved agents (``geopipe_baselines.specs``), registered in the entry-point group
     ``geopipe.policies``: an SB3 ``.zip`` or an RLlib checkpoint folder, and the shipped agent by default."""
 
     def accepts(self, spec: str) -> bool:

@@ -1,6 +1,6 @@
 """Masked PPO on RLlib's new API stack: the observation layout, the masking RLModule, and trained policies.
 
-Needs the ``rllib`` extra (``pip install -e ".[rllib]"``); ``agents`` imports this module only when an RLlib
+Needs the ``rllib`` extra (``pip install -e ".[rllib]"``); ``geopipe_agents`` imports this module only when an RLlib
 policy is trained or loaded.
 
 RLlib's default connectors do not flatten a nested Dict observation, and its example action-masking module is
@@ -8,7 +8,7 @@ deprecated. So :class:`MaskedFlatObservation` gives the env RLlib's masking layo
 (num_actions,), "observations": the flattened boxes}``, and :class:`MaskedPPOTorchRLModule` (RLlib's default PPO
 module on ``"observations"``) adds ``log(mask)`` to the action logits, so a masked action is never sampled, taken
 or credited. A trained module is used through the project's policy protocol by :class:`RLlibAgentPolicy`
-(:func:`load_rllib_agent`, or :func:`agents.load_agent` on a checkpoint folder).
+(:func:`load_rllib_agent`, or :func:`geopipe_agents.load_agent` on a checkpoint folder).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from ray.rllib.core.rl_module.rl_module import RLModule
 from ray.rllib.utils.torch_utils import FLOAT_MIN
 
 import geopipe_env  # noqa: F401  (registers the env ids in RLlib's worker processes)
-from agents.spaces import check_spaces
+from geopipe_agents.spaces import check_spaces
 
 MASK_KEY, OBS_KEY = "action_mask", "observations"
 # Where an Algorithm checkpoint (Algorithm.save_to_path) keeps the trained module.

@@ -8,7 +8,7 @@ Hyperparameters live in ``agents/hyperparams/rllib_ppo.yml``, keyed by env id, i
 (1..``num_env_runners``; 0 is the driver's, which samples when there are no runners) has its env seeded
 ``seed + i``, below 1000. The run folder holds what an SB3 run's does, with RLlib checkpoint folders
 (``Algorithm.save_to_path``) in place of zips: ``model/``, ``best_model/``, ``checkpoints/model_<N>_steps/``,
-each loadable with :func:`agents.load_agent` and each written atomically. ``--resume RUN_DIR`` continues from the
+each loadable with :func:`geopipe_agents.load_agent` and each written atomically. ``--resume RUN_DIR`` continues from the
 newest readable of them (:func:`resume_source`), as an SB3 run does from its zips. Ray's own files stay out of the
 home folder.
 """
@@ -25,12 +25,12 @@ from typing import Any
 
 import gymnasium as gym
 
-from agents.callbacks import (
+from geopipe_agents.callbacks import (
     BEST_MODEL_NAME, append_evaluation, checkpoint_path, checkpoints, crossed, evaluate_agent, evaluate_references, prune_checkpoints,
     replace_atomically, summarize_episodes,
 )
-from agents.learning_curve import plot_learning_curve
-from agents.training import (
+from geopipe_agents.learning_curve import plot_learning_curve
+from geopipe_agents.training import (
     CHECKPOINT_DIR,
     CONFIG_FILE,
     DEFAULT_ENV_ID,
@@ -115,7 +115,7 @@ def plan_run(
     resume: Path | None = None,
     eval_seed_start: int = FIRST_HELD_OUT_SEED,
 ) -> RunPlan:
-    """Check every input of an RLlib run (the arguments of :func:`agents.training.plan_run`) before anything is
+    """Check every input of an RLlib run (the arguments of :func:`geopipe_agents.training.plan_run`) before anything is
     written. A resumed run (``resume``, a run folder) keeps that run's env id and ``config.yml`` hyperparameters
     (``overrides`` apply, except to the module's shape), continues from its newest readable checkpoint folder
     (:func:`resume_source`) and takes ``n_timesteps`` as the env steps to add.
@@ -123,7 +123,7 @@ def plan_run(
     Raises:
         TrainingInputError: bad input, the ``rllib`` extra missing, or a run folder with no readable checkpoint.
     """
-    from baselines.ray_backend import INSTALL_COMMANDS
+    from geopipe_baselines.ray_backend import INSTALL_COMMANDS
 
     if algo not in (None, ALGO):
         raise TrainingInputError(f"{__name__} trains {ALGO}, not {algo}")
@@ -192,7 +192,7 @@ def build_config(plan: RunPlan) -> Any:
     from ray.rllib.algorithms.ppo import PPOConfig
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
-    from agents.rllib import MaskedPPOTorchRLModule
+    from geopipe_agents.rllib import MaskedPPOTorchRLModule
 
     hp = plan.hyperparams
     model_config = {"vf_share_layers": False}
@@ -220,18 +220,18 @@ def train(
     Writes ``model/`` (also on Ctrl-C), ``best_model/`` (best mean held-out return), ``checkpoints/`` (the newest
     ``keep_checkpoints``, 0 = all), ``evaluations.csv``, ``reference_returns.csv``, ``learning_curve.png`` and
     TensorBoard events in ``run_dir``. Every checkpoint folder is written atomically
-    (:func:`agents.callbacks.replace_atomically`).
+    (:func:`geopipe_agents.callbacks.replace_atomically`).
 
     Raises:
         TrainingInterrupted: Ctrl-C stopped training; ``model/`` was saved first.
     """
-    from baselines.ray_backend import connect, disconnect
+    from geopipe_baselines.ray_backend import connect, disconnect
 
     connect(ray_address, num_cpus=max(os.cpu_count() or 1, plan.hyperparams["num_env_runners"]), extra="rllib")
     from ray.tune.registry import register_env
     from torch.utils.tensorboard import SummaryWriter
 
-    from agents.rllib import RLlibAgentPolicy, RunFolderPPO, make_masked_env
+    from geopipe_agents.rllib import RLlibAgentPolicy, RunFolderPPO, make_masked_env
 
     register_env(ENV_NAME, make_masked_env)
     algo = RunFolderPPO(config=build_config(plan), run_dir=run_dir)

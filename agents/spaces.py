@@ -1,6 +1,6 @@
 """Observation spaces of saved agents: the check that a model meets the env it was trained for.
 
-Shared by the SB3 loader (:mod:`agents.loading`) and the RLlib one (:mod:`agents.rllib`).
+Shared by the SB3 loader (:mod:`geopipe_agents.loading`) and the RLlib one (:mod:`geopipe_agents.rllib`).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ Hyperparameters come from ``agents/hyperparams/<algo>.yml``, shipped with the pa
 ``default``). Training envs are seeded ``seed + i`` below 1000; evaluation runs on held-out seeds from
 ``--eval-seed-start`` (1000 by default), where ``bace-pipe`` and ``sjf`` are also run once so that
 ``learning_curve.png`` can draw their returns beside the agent's. ``python train.py`` in a source checkout runs the
-same :func:`main`. The logic lives in ``agents.training``, ``agents.callbacks`` and ``agents.learning_curve``.
+same :func:`main`. The logic lives in ``geopipe_agents.training``, ``geopipe_agents.callbacks`` and ``geopipe_agents.learning_curve``.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agents.loading import missing_train_extra
-from baselines.cli import OneLineErrorParser, command_line, int_at_least
+from geopipe_agents.loading import missing_train_extra
+from geopipe_baselines.cli import OneLineErrorParser, command_line, int_at_least
 
 PROG = "geopipe-train"
 DEFAULT_EVAL_FREQ = 10_000
@@ -47,7 +47,7 @@ _NON_NEGATIVE_INT = int_at_least(0)
 
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
-    from agents import rllib_training, training
+    from geopipe_agents import rllib_training, training
 
     parser = OneLineErrorParser(prog=prog, description=__doc__.splitlines()[0])
     add = parser.add_argument
@@ -82,7 +82,7 @@ def resolve_settings(args: argparse.Namespace, old: dict[str, Any]) -> None:
     Raises:
         TrainingInputError: the resumed run's ``args.yml`` holds a setting of the wrong type.
     """
-    from agents import training
+    from geopipe_agents import training
 
     defaults = {**RESUMED_SETTINGS, "eval_seed_start": training.FIRST_HELD_OUT_SEED}
     for name, default in defaults.items():
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     missing ``[train]`` extra, exits 2 with one line."""
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        from agents import training
+        from geopipe_agents import training
     except ImportError as exc:
         OneLineErrorParser(prog=prog).error(missing_train_extra("training", exc))
     parser = build_parser(prog)
@@ -120,7 +120,7 @@ def _train(parser: argparse.ArgumentParser, args: argparse.Namespace, command: s
     """Check the inputs (bad ones exit 2 through ``parser``), make the run folder and train."""
     import torch
 
-    from agents import rllib_training, training
+    from geopipe_agents import rllib_training, training
 
     try:
         old = training.read_run_args(args.resume) if args.resume is not None else {}
@@ -128,7 +128,7 @@ def _train(parser: argparse.ArgumentParser, args: argparse.Namespace, command: s
         if args.ray_address is not None and not rllib:
             raise training.TrainingInputError(f"--ray-address needs --algo {rllib_training.ALGO}")
         if rllib:  # before anything imports ray: reading a checkpoint to resume from does
-            from baselines.ray_backend import prepare_environment
+            from geopipe_baselines.ray_backend import prepare_environment
 
             prepare_environment(args.ray_address)
         resolve_settings(args, old)

@@ -1,6 +1,6 @@
 """Training GeoPipe agents with Stable-Baselines3: hyperparameters, vectorised envs, models and runs.
 
-The pieces ``geopipe-train`` (``agents.train_cli``) puts together, rl-baselines3-zoo style:
+The pieces ``geopipe-train`` (``geopipe_agents.train_cli``) puts together, rl-baselines3-zoo style:
 
 * :func:`load_hyperparams`: one native-YAML file per algorithm (``agents/hyperparams/<algo>.yml``, shipped as
   package data) keyed by env id, with a ``default`` entry for ids it does not list, plus ``key=value`` overrides.
@@ -8,10 +8,10 @@ The pieces ``geopipe-train`` (``agents.train_cli``) puts together, rl-baselines3
   before anything is written, raising :class:`TrainingInputError`.
 * :func:`make_vec_env`: ``n_envs`` envs (``SubprocVecEnv`` above one, else ``DummyVecEnv``), env ``i`` seeded
   ``seed + i``, optionally under ``VecNormalize``.
-* :func:`train`: builds (or resumes) the model and learns, with the callbacks of :mod:`agents.callbacks`; every run
+* :func:`train`: builds (or resumes) the model and learns, with the callbacks of :mod:`geopipe_agents.callbacks`; every run
   lives in its own folder (:func:`create_run_dir`, :func:`write_run_files`).
 
-Training seeds stay below :data:`baselines.policy.DEFAULT_SEED_START` (1000): seeds from there up are held
+Training seeds stay below :data:`geopipe_baselines.policy.DEFAULT_SEED_START` (1000): seeds from there up are held
 out, and the periodic evaluation runs on them.
 """
 
@@ -39,9 +39,9 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv,
 from torch import nn
 
 import geopipe_env  # noqa: F401  (registers the env ids in this process)
-from agents.callbacks import BEST_MODEL_NAME, checkpoint_timesteps, checkpoints, save_agent, saved_model_paths, training_callbacks, vecnormalize_path
-from agents.policies import CUSTOM_POLICIES
-from baselines.policy import DEFAULT_SEED_START
+from geopipe_agents.callbacks import BEST_MODEL_NAME, checkpoint_timesteps, checkpoints, save_agent, saved_model_paths, training_callbacks, vecnormalize_path
+from geopipe_agents.policies import CUSTOM_POLICIES
+from geopipe_baselines.policy import DEFAULT_SEED_START
 from geopipe_env.env import GeoPipeEnv
 from geopipe_env.loader import StrictYamlLoader
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable
 
-from baselines.bace import BacePipePolicy, PriceAwarePolicy, SjfPolicy
-from baselines.policy import FcfsPolicy, Policy, RandomFcfsPolicy, ScriptedPolicy
+from geopipe_baselines.bace import BacePipePolicy, PriceAwarePolicy, SjfPolicy
+from geopipe_baselines.policy import FcfsPolicy, Policy, RandomFcfsPolicy, ScriptedPolicy
 
 _FACTORIES: dict[str, Callable[[], Policy]] = {
     # BACE-Pipe and the paper's three ablations (Zhang, Liu and Xu, arXiv 2605.25375).
@@ -26,10 +26,10 @@ _FACTORIES: dict[str, Callable[[], Policy]] = {
     # Heuristics beyond the paper's.
     "sjf": SjfPolicy,
     "price-aware": PriceAwarePolicy,
-    # Slow references, left out of the default lists: one-step rollout over a base policy (baselines.rollout).
+    # Slow references, left out of the default lists: one-step rollout over a base policy (geopipe_baselines.rollout).
     "rollout": lambda: _rollout("bace-pipe"),
     "rollout-sjf": lambda: _rollout("sjf"),
-    # The exact optimum of each episode by branch and bound over env copies (baselines.optimal): small worlds only.
+    # The exact optimum of each episode by branch and bound over env copies (geopipe_baselines.optimal): small worlds only.
     "optimal": lambda: _optimal(),
 }
 
@@ -42,13 +42,13 @@ ALIASES = {"delay-first": "cr-ldf", "cost-first": "cr-lcf"}  # the paper's famil
 
 
 def _rollout(base: str) -> Policy:
-    from baselines.rollout import RolloutPolicy
+    from geopipe_baselines.rollout import RolloutPolicy
 
     return RolloutPolicy(base)
 
 
 def _optimal() -> Policy:
-    from baselines.optimal import OptimalPolicy
+    from geopipe_baselines.optimal import OptimalPolicy
 
     return OptimalPolicy()
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from baselines.policy import ScriptedPolicy
+from geopipe_baselines.policy import ScriptedPolicy
 from geopipe_env.strategies import STRATEGY_NAMES
 
 

@@ -35,7 +35,7 @@ with ``proven=False``. Worlds beyond :data:`MAX_JOBS` jobs or :data:`MAX_REGIONS
 (:class:`WorldTooLarge`): the tree grows exponentially with both.
 
 Only the env's public surface is used: ``step``, ``action_masks``, ``candidate``, read-only ``sim`` and ``world``
-attributes, and copies of the env by ``pickle`` (as ``baselines.rollout`` makes them) that keep the episode's
+attributes, and copies of the env by ``pickle`` (as ``geopipe_baselines.rollout`` makes them) that keep the episode's
 unchanging scenario, world and spaces by reference.
 """
 
@@ -52,7 +52,7 @@ import numpy as np
 
 from geopipe_env.compiled import jit
 from geopipe_env.env import GeoPipeEnv
-from baselines.rollout import EnvCopier, distinct_launches
+from geopipe_baselines.rollout import EnvCopier, distinct_launches
 from geopipe_env.units import SECONDS_PER_HOUR, WATTS_PER_KW
 
 MAX_JOBS = 8  # the largest workload the solver takes (GeoPipe-Small-v0 draws 4 to 8 jobs)
@@ -356,7 +356,7 @@ def play_plan(env: GeoPipeEnv, actions: Iterable[int]) -> tuple[float, dict[str,
 
 def policy_plan(env: GeoPipeEnv, name: str) -> tuple[list[int], float, dict[str, float]]:
     """The plan a scripted policy plays from ``env``'s decision on (on a copy): (actions, return, metrics)."""
-    from baselines import make_policy
+    from geopipe_baselines import make_policy
 
     policy = make_policy(name)
     sim_env = copy_env(env)

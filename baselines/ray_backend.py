@@ -1,20 +1,21 @@
 """Ray as an optional layer: connecting to (or starting) a Ray cluster, and evaluation episodes as Ray tasks.
 
 Needs the ``ray`` extra (``pip install -e ".[ray]"``); this module imports ``ray`` only inside its functions, so
-``geopipe_env``, ``baselines`` and ``agents`` import without it, and a missing extra is one
+``geopipe_env``, ``geopipe_baselines`` and ``geopipe_agents`` import without it, and a missing extra is one
 :class:`MissingExtraError` naming the install command.
 
 :func:`connect` prepares the process environment before ``ray`` is first imported (Ray reads these variables at
 import time), then starts a local Ray instance or joins the cluster at an address. The project's packages reach
 the workers through ``runtime_env["py_modules"]``, so a worker node needs the dependencies but not the project.
 
-:func:`run_tasks` runs :func:`baselines.episodes.run_episode` tasks in chunks, one Ray task per chunk, so that
+:func:`run_tasks` runs :func:`geopipe_baselines.episodes.run_episode` tasks in chunks, one Ray task per chunk, so that
 scheduling and result transfer are paid per chunk rather than per episode (a toy episode takes milliseconds), and
 returns the rows in the order of the tasks.
 """
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import importlib
 import importlib.metadata
@@ -22,6 +23,7 @@ import ipaddress
 import math
 import os
 import secrets
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
@@ -31,11 +33,11 @@ from typing import Any
 
 from tqdm import tqdm
 
-import baselines
+import geopipe_baselines
 import geopipe_env
-from baselines.cli import install_hint
-from baselines.specs import ENTRY_POINT_GROUP, portable_spec
-from baselines.threads import limit_worker_threads, one_thread_env
+from geopipe_baselines.cli import install_hint
+from geopipe_baselines.specs import ENTRY_POINT_GROUP, portable_spec
+from geopipe_baselines.threads import limit_worker_threads, one_thread_env
 
 INSTALL_COMMANDS = {extra: install_hint(extra) for extra in ("ray", "rllib")}
 RAY_TEMP_DIR_NAME = "geopipe-ray"  # under the system temp folder: Ray's sessions, sockets and logs
@@ -102,12 +104,26 @@ def prepare_environment(address: str | None = None) -> None:
 
 def runtime_env() -> dict[str, Any]:
     """The job's runtime environment: the project's packages and those of the registered policy sources
-    (``baselines.specs``) as ``py_modules``, and one compute thread per worker."""
-    packages = {"geopipe_env": geopipe_env, "baselines": baselines}
+    (``geopipe_baselines.specs``) as ``py_modules``, and one compute thread per worker."""
+    packages = {"geopipe_env": geopipe_env, "geopipe_baselines": geopipe_baselines}
     for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
         top = ep.module.split(".")[0]
         packages.setdefault(top, importlib.import_module(top))
-    return {"py_modules": list(packages.values()), "env_vars": one_thread_env(), "excludes": ["__pycache__", "*.pyc"]}
+    modules = [shipped_module(package) for package in packages.values()]
+    return {"py_modules": modules, "env_vars": one_thread_env(), "excludes": ["__pycache__", "*.pyc"]}
+
+
+def shipped_module(package: ModuleType) -> ModuleType | str:
+    """``package`` as a ``py_modules`` entry. Ray names a shipped package by its folder, so a package whose folder has
+    another name (an editable install maps ``agents/`` to ``geopipe_agents``) goes as a copy in a folder named by its
+    import name, removed when this process exits."""
+    folder = Path(package.__file__).parent
+    if folder.name == package.__name__:
+        return package
+    staging = Path(tempfile.mkdtemp(prefix="geopipe-ray-modules-"))
+    atexit.register(shutil.rmtree, staging, ignore_errors=True)
+    shutil.copytree(folder, staging / package.__name__, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return str(staging / package.__name__)
 
 
 def connect(address: str | None = None, num_cpus: int | None = None, extra: str = "ray") -> ModuleType:
@@ -121,7 +137,7 @@ def connect(address: str | None = None, num_cpus: int | None = None, extra: str 
     """
     ray = import_ray(extra, address)
     if is_loopback(address) and os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER") != "0":
-        raise RuntimeError("ray was imported before baselines.ray_backend.prepare_environment(); call it first")
+        raise RuntimeError("ray was imported before geopipe_baselines.ray_backend.prepare_environment(); call it first")
     kwargs: dict[str, Any] = {"runtime_env": runtime_env(), "logging_level": "WARNING", "log_to_driver": True}
     if address is None:
         kwargs.update(num_cpus=num_cpus, include_dashboard=False)
@@ -160,7 +176,7 @@ def run_chunk(episode: Callable[..., dict[str, Any]], tasks: Sequence[tuple]) ->
 
 def run_tasks(episode: Callable[..., dict[str, Any]], tasks: Sequence[tuple], address: str | None,
               num_cpus: int | None, progress: bool = True) -> list[dict[str, Any]]:
-    """``episode(*task)`` for every task (``baselines.episodes.run_episode`` and its argument tuples), in the order
+    """``episode(*task)`` for every task (``geopipe_baselines.episodes.run_episode`` and its argument tuples), in the order
     of ``tasks``, computed by Ray tasks of several episodes each.
 
     Starts a local instance with ``num_cpus`` CPUs (``address`` None) or joins the cluster at ``address``, and

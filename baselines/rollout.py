@@ -88,7 +88,7 @@ class RolloutPolicy:
     def __init__(
         self, base: str = DEFAULT_BASE, max_candidates: int | None = DEFAULT_MAX_CANDIDATES, name: str | None = None
     ) -> None:
-        from baselines import make_policy  # baselines/__init__ imports this module
+        from geopipe_baselines import make_policy  # baselines/__init__ imports this module
 
         if max_candidates is not None and (
             isinstance(max_candidates, bool) or not isinstance(max_candidates, int) or max_candidates < 0

@@ -3,17 +3,17 @@ episode.
 
 A policy *spec* is one word of ``geopipe-evaluate --policies``:
 
-* a scripted policy's name (:func:`baselines.make_policy`), or a name registered by another package in the
+* a scripted policy's name (:func:`geopipe_baselines.make_policy`), or a name registered by another package in the
   entry-point group ``geopipe.policies`` (a policy class or factory);
 * ``module:Class`` or ``path/to/file.py:Class``: an instance of your own class that follows the policy protocol
-  (``baselines.policy.Policy``), built with no arguments;
+  (``geopipe_baselines.policy.Policy``), built with no arguments;
 * anything a *policy source* registered in the group ``geopipe.policies`` accepts: an object with ``accepts(spec)``,
   ``load(spec)``, ``defaults()`` (the specs an evaluation runs by default) and ``unavailable()`` (why it cannot load
-  now, or None). The ``agents`` package registers one for saved agents (an SB3 ``.zip`` or an RLlib checkpoint
+  now, or None). The ``geopipe_agents`` package registers one for saved agents (an SB3 ``.zip`` or an RLlib checkpoint
   folder), with the shipped agent as its default;
 * ``label=SPEC``: SPEC, named ``label`` in tables and files (two runs' ``best_model.zip`` side by side).
 
-The harness finds learned policies only through the entry points, so it never imports the ``agents`` package.
+The harness finds learned policies only through the entry points, so it never imports the ``geopipe_agents`` package.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from typing import Any, Protocol
 import gymnasium as gym
 
 import geopipe_env  # noqa: F401  (registers the env ids)
-from baselines import make_policy, policy_names
-from baselines.policy import DEFAULT_SEED_START, Policy
+from geopipe_baselines import make_policy, policy_names
+from geopipe_baselines.policy import DEFAULT_SEED_START, Policy
 from geopipe_env.env import EnvArgumentError, GeoPipeEnv
 from geopipe_env.loader import check_number, load_scenario
 
@@ -218,7 +218,7 @@ def _check_protocol(policy: Any, spec: str) -> Policy:
     rest; a class without ``act`` is one error."""
     if not callable(getattr(policy, "act", None)):
         raise EvaluationInputError(
-            f"policy {spec!r} does not follow the policy protocol: it has no act(obs, info) (see baselines.policy.Policy)"
+            f"policy {spec!r} does not follow the policy protocol: it has no act(obs, info) (see geopipe_baselines.policy.Policy)"
         )
     if all(hasattr(policy, a) for a in ("name", "env_kwargs", "reset")):
         return policy

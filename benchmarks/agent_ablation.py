@@ -31,10 +31,10 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import geopipe_env  # noqa: E402, F401
-from agents.loading import load_agent  # noqa: E402
-from baselines import make_policy  # noqa: E402
-from baselines.policy import WaitCounter, play_episode  # noqa: E402
-from baselines.stats import mean_ci  # noqa: E402
+from geopipe_agents.loading import load_agent  # noqa: E402
+from geopipe_baselines import make_policy  # noqa: E402
+from geopipe_baselines.policy import WaitCounter, play_episode  # noqa: E402
+from geopipe_baselines.stats import mean_ci  # noqa: E402
 
 VARIANTS = {  # name → hyperparameter overrides of the GeoPipe-v0 entry
     "shipped settings": [],

@@ -1,8 +1,8 @@
-"""The code's structure as a figure: every module of ``geopipe_env``, ``baselines`` and ``agents`` by layer, and an
+"""The code's structure as a figure: every module of ``geopipe_env``, ``geopipe_baselines`` and ``geopipe_agents`` by layer, and an
 arrow for each import (inside functions too).
 
 Usage: ``python benchmarks/layers_figure.py [--out docs/img/layers.png]``. ``geopipe_env``'s modules sit in the rows
-of their layer (``geopipe_env.LAYERS``, 1 at the bottom), ``baselines`` above them and ``agents`` on top; an arrow
+of their layer (``geopipe_env.LAYERS``, 1 at the bottom), ``geopipe_baselines`` above them and ``geopipe_agents`` on top; an arrow
 points from the importer to the module it imports, so every arrow of the core points down or sideways.
 ``tests/test_layers.py`` checks the same graph (:func:`import_graph`): no cycle, no upward import.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -18,16 +19,23 @@ import networkx as nx
 from matplotlib.figure import Figure
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("geopipe_env", "baselines", "agents")
-COLOURS = {"geopipe_env": "#4c72b0", "baselines": "#dd8452", "agents": "#55a868"}
+PACKAGES = ("geopipe_env", "geopipe_baselines", "geopipe_agents")
+COLOURS = {"geopipe_env": "#4c72b0", "geopipe_baselines": "#dd8452", "geopipe_agents": "#55a868"}
+
+
+def package_folder(package: str) -> str:
+    """The folder of an import name in the source tree (``geopipe_agents`` is installed from ``agents/``)."""
+    spec = importlib.util.find_spec(package)
+    return Path(spec.origin).parent.name
 
 
 def modules(root: Path = ROOT) -> dict[str, Path]:
     """The project's modules by dotted name (a package by its own name), and their files."""
     out = {}
     for package in PACKAGES:
-        for path in sorted((root / package).rglob("*.py")):
-            parts = path.relative_to(root).with_suffix("").parts
+        folder = root / package_folder(package)
+        for path in sorted(folder.rglob("*.py")):
+            parts = (package, *path.relative_to(folder).with_suffix("").parts)
             out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     return out
 
@@ -59,7 +67,7 @@ def import_graph(root: Path = ROOT) -> nx.DiGraph:
 
 
 def rows(graph: nx.DiGraph) -> dict[str, float]:
-    """Each module's row: its layer in the core, then baselines, then agents above."""
+    """Each module's row: its layer in the core, then geopipe_baselines, then geopipe_agents above."""
     from geopipe_env import LAYERS
 
     top = max(LAYERS.values())
@@ -69,7 +77,7 @@ def rows(graph: nx.DiGraph) -> dict[str, float]:
         if package == "geopipe_env":
             out[name] = LAYERS.get(rest, 0)
         else:
-            out[name] = top + (1.5 if package == "baselines" else 3.0)
+            out[name] = top + (1.5 if package == "geopipe_baselines" else 3.0)
     return out
 
 
@@ -97,8 +105,8 @@ def draw(graph: nx.DiGraph, out: Path) -> Path:
     for layer in sorted(set(LAYERS.values())):
         ax.text(-0.6, layer, f"layer {layer}", ha="right", va="center", fontsize=9, color=COLOURS["geopipe_env"])
     top = max(LAYERS.values())
-    ax.text(-0.6, top + 1.5, "baselines", ha="right", va="center", fontsize=9, color=COLOURS["baselines"])
-    ax.text(-0.6, top + 3.0, "agents", ha="right", va="center", fontsize=9, color=COLOURS["agents"])
+    ax.text(-0.6, top + 1.5, "geopipe_baselines", ha="right", va="center", fontsize=9, color=COLOURS["geopipe_baselines"])
+    ax.text(-0.6, top + 3.0, "geopipe_agents", ha="right", va="center", fontsize=9, color=COLOURS["geopipe_agents"])
     ax.set_xlim(-1.8, width + 0.2)
     ax.set_ylim(0.3, top + 3.6)
     ax.axis("off")

@@ -1,9 +1,9 @@
 """How far from optimal: each episode's exact optimum against every scripted policy, the rollout reference and
 learned agents, on the small worlds.
 
-For each seed the script solves the episode (``baselines.optimal.solve``, one core), replays the plan on a fresh
+For each seed the script solves the episode (``geopipe_baselines.optimal.solve``, one core), replays the plan on a fresh
 env and checks that it earns exactly the reported return, then plays every policy on the same seed
-(``baselines.episodes.run_episode``, the harness of ``evaluate.py``). Per policy it reports, over the seeds, the
+(``geopipe_baselines.episodes.run_episode``, the harness of ``evaluate.py``). Per policy it reports, over the seeds, the
 interquartile mean (IQM) with a 95% percentile-bootstrap interval of
 
 * the **return gap** ``100·(R_opt − R)/|R_opt|`` (at least 0: no policy earns more than the optimum),
@@ -13,7 +13,7 @@ interquartile mean (IQM) with a 95% percentile-bootstrap interval of
 and how many seeds it plays optimally. For the optimum it reports its mean return, JCT and cost, the solver's
 wall time and nodes per instance, and where the bounds sit against it: the env's per-job lower bounds
 (``jct_lower_bound_h``, ``cost_lower_bound_usd`` of the episode metrics, and the return they imply) and the
-solver's own bound at the first decision (``baselines.optimal.FutureBound``).
+solver's own bound at the first decision (``geopipe_baselines.optimal.FutureBound``).
 
 Usage::
 
@@ -48,13 +48,13 @@ import numpy as np  # noqa: E402
 import yaml  # noqa: E402
 
 import geopipe_env  # noqa: E402, F401 - registers the env ids
-from baselines import policy_names  # noqa: E402
-from baselines.episodes import run_episode  # noqa: E402
-from baselines.optimal import FutureBound, check_world, play_plan, solve  # noqa: E402
-from baselines.policy import DEFAULT_SEED_START  # noqa: E402
-from baselines.report import check_output_folder, json_safe, provenance  # noqa: E402
-from baselines.specs import EnvSpec, EvaluationInputError, check_inputs, parse_env  # noqa: E402
-from baselines.stats import iqm_interval  # noqa: E402
+from geopipe_baselines import policy_names  # noqa: E402
+from geopipe_baselines.episodes import run_episode  # noqa: E402
+from geopipe_baselines.optimal import FutureBound, check_world, play_plan, solve  # noqa: E402
+from geopipe_baselines.policy import DEFAULT_SEED_START  # noqa: E402
+from geopipe_baselines.report import check_output_folder, json_safe, provenance  # noqa: E402
+from geopipe_baselines.specs import EnvSpec, EvaluationInputError, check_inputs, parse_env  # noqa: E402
+from geopipe_baselines.stats import iqm_interval  # noqa: E402
 from geopipe_env.loader import SCENARIO_DIR, builtin_names, load_builtin  # noqa: E402
 
 DEFAULT_ENV = "GeoPipe-Small-v0"

@@ -32,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 
-from baselines.cli import int_at_least
+from geopipe_baselines.cli import int_at_least
 
 WARMUP = 300
 

@@ -23,9 +23,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from baselines import ray_backend  # noqa: E402
-from baselines.episodes import run_episode  # noqa: E402
-from baselines.specs import parse_env  # noqa: E402
+from geopipe_baselines import ray_backend  # noqa: E402
+from geopipe_baselines.episodes import run_episode  # noqa: E402
+from geopipe_baselines.specs import parse_env  # noqa: E402
 
 NODE_ARGS = {"num_cpus": 1, "node_ip_address": "127.0.0.1", "include_dashboard": False}
 
@@ -69,8 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     from ray.cluster_utils import Cluster
     from ray.tune.registry import register_env
 
-    from agents import rllib_training
-    from agents.rllib import RunFolderPPO, make_masked_env
+    from geopipe_agents import rllib_training
+    from geopipe_agents.rllib import RunFolderPPO, make_masked_env
 
     starts: dict[str, list[float]] = defaultdict(list)
     memory: dict[str, list[float]] = defaultdict(list)

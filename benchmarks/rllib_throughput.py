@@ -36,8 +36,8 @@ def one_run(name: str, env_id: str, timesteps: int) -> dict[str, float]:
     workers = int(name.split()[1])
     with tempfile.TemporaryDirectory() as folder:
         if name.startswith("rllib"):
-            from agents import rllib_training
-            from baselines import ray_backend
+            from geopipe_agents import rllib_training
+            from geopipe_baselines import ray_backend
 
             overrides = {"num_env_runners": workers, "train_batch_size": BATCH["rollout"], "minibatch_size": BATCH["minibatch"],
                          "num_epochs": BATCH["epochs"], "fcnet_hiddens": BATCH["net"], "env_kwargs": {}, "n_timesteps": timesteps}
@@ -45,7 +45,7 @@ def one_run(name: str, env_id: str, timesteps: int) -> dict[str, float]:
             ray_backend.connect(num_cpus=max(2, workers), extra="rllib")
             from ray.tune.registry import register_env
 
-            from agents.rllib import RunFolderPPO, make_masked_env
+            from geopipe_agents.rllib import RunFolderPPO, make_masked_env
 
             register_env(rllib_training.ENV_NAME, make_masked_env)
             algo = RunFolderPPO(config=rllib_training.build_config(plan), run_dir=Path(folder))
@@ -57,7 +57,7 @@ def one_run(name: str, env_id: str, timesteps: int) -> dict[str, float]:
             algo.stop()
             ray_backend.disconnect()
             return {"startup_s": ready - STARTED, "learn_s": learned, "steps": steps - first}
-        from agents import training
+        from geopipe_agents import training
 
         overrides = {"n_envs": workers, "n_steps": BATCH["rollout"] // workers, "batch_size": BATCH["minibatch"], "n_epochs": BATCH["epochs"],
                      "policy": "MultiInputPolicy", "policy_kwargs": {"net_arch": BATCH["net"]}, "normalize": False, "env_kwargs": {},

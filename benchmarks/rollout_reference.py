@@ -1,7 +1,7 @@
 """The rollout reference against its base policies (and optionally a saved agent), with its wall time per episode.
 
 ``rollout`` (over ``bace-pipe``) and ``rollout-sjf`` try every distinct launch at each decision on copies of the
-env and keep the one whose copy, played out by the base policy, earns the most (``baselines.rollout``). Their
+env and keep the one whose copy, played out by the base policy, earns the most (``geopipe_baselines.rollout``). Their
 margin over ``bace-pipe`` and ``sjf`` says how much return a scheduler could still find by deciding one launch
 better; a learned agent (``--agent``) can be placed against it. Every episode runs in this process, one after the
 other, so the wall times are those of one core.
@@ -30,12 +30,12 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from baselines.policy import DEFAULT_SEED_START  # noqa: E402
-from baselines.report import json_safe, provenance  # noqa: E402
-from baselines.specs import build_policy, parse_env  # noqa: E402
-from baselines.policy import play_episode  # noqa: E402
-from baselines.rollout import RolloutPolicy  # noqa: E402
-from baselines.stats import mean_ci  # noqa: E402
+from geopipe_baselines.policy import DEFAULT_SEED_START  # noqa: E402
+from geopipe_baselines.report import json_safe, provenance  # noqa: E402
+from geopipe_baselines.specs import build_policy, parse_env  # noqa: E402
+from geopipe_baselines.policy import play_episode  # noqa: E402
+from geopipe_baselines.rollout import RolloutPolicy  # noqa: E402
+from geopipe_baselines.stats import mean_ci  # noqa: E402
 
 DEFAULT_POLICIES = ("bace-pipe", "sjf", "rollout", "rollout-sjf")
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "rollout_reference.json"
@@ -77,7 +77,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             base_return = {r["seed"]: r["return"] for r in by_policy[base]}
             pairs = [(r["return"], base_return[r["seed"]]) for r in mine if r["seed"] in base_return]
             ci = mean_ci(a - b for a, b in pairs)
-            below = sum(a < b - 1e-9 * abs(b) for a, b in pairs)  # never, by construction (baselines.rollout)
+            below = sum(a < b - 1e-9 * abs(b) for a, b in pairs)  # never, by construction (geopipe_baselines.rollout)
             entry["return_minus_base"] = {"base": base, "mean": ci.mean, "ci95": ci.ci95, "n": ci.n, "seeds_below_base": below}
         summary[name] = entry
     return summary

@@ -24,8 +24,8 @@ import torch  # noqa: E402
 from sb3_contrib import MaskablePPO  # noqa: E402
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecNormalize  # noqa: E402
 
-from agents.policies import CandidateScoringPolicy  # noqa: E402
-from agents.training import make_env  # noqa: E402
+from geopipe_agents.policies import CandidateScoringPolicy  # noqa: E402
+from geopipe_agents.training import make_env  # noqa: E402
 
 ROLLOUT = 1024  # steps per update, over all envs
 CONFIGS = (("dummy", 1), ("dummy", 4), ("dummy", 8), ("subproc", 2), ("subproc", 4))

@@ -64,7 +64,7 @@ def start_training(log_dir: Path, *args: str) -> subprocess.Popen:
     """``geopipe-train ARGS`` writing ``log_dir/run``, as a terminal's foreground job (:data:`FOREGROUND_JOB`), so
     that a test can stop it the way Ctrl-C does, with ``os.killpg(process.pid, signal.SIGINT)``."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg", "PYTHONUNBUFFERED": "1"}
-    command = [sys.executable, "-m", "agents.train_cli", *args, "--log-dir", str(log_dir), "--run-name", "run"]
+    command = [sys.executable, "-m", "geopipe_agents.train_cli", *args, "--log-dir", str(log_dir), "--run-name", "run"]
     return subprocess.Popen(command, cwd=log_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **FOREGROUND_JOB)
 
 

@@ -8,8 +8,8 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
 import geopipe_env  # noqa: F401
-from agents import ObservationSpaceMismatch, load_agent
-from agents.loading import VECNORMALIZE_SUFFIX, check_spaces
+from geopipe_agents import ObservationSpaceMismatch, load_agent
+from geopipe_agents.loading import VECNORMALIZE_SUFFIX, check_spaces
 
 
 def _episode(env, agent, seed=0):

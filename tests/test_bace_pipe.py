@@ -2,8 +2,8 @@
 
 import pytest
 
-from baselines import make_policy
-from baselines.bace import congestion, priorities
+from geopipe_baselines import make_policy
+from geopipe_baselines.bace import congestion, priorities
 from geopipe_env.env import GeoPipeEnv
 from geopipe_env.loader import load_scenario
 

@@ -4,7 +4,7 @@ import gymnasium as gym
 import pytest
 
 import geopipe_env  # noqa: F401
-from baselines import Policy, make_policy, policy_names
+from geopipe_baselines import Policy, make_policy, policy_names
 
 
 def _run(env_id, name, seed):
@@ -100,7 +100,7 @@ def test_policy_randomness_is_seeded_by_the_env():
 def test_a_scripted_policy_reads_the_envs_strategy_order():
     """A scripted policy launches on the strategy it names in the env's own column, in an env whose strategies come
     in another order than the default; a strategy the env does not offer is one error naming it."""
-    from baselines.policy import FcfsPolicy
+    from geopipe_baselines.policy import FcfsPolicy
     from geopipe_env.strategies import STRATEGY_NAMES
 
     order = tuple(reversed(STRATEGY_NAMES))

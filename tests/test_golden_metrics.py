@@ -22,7 +22,7 @@ import gymnasium as gym
 import pytest
 
 import geopipe_env  # noqa: F401
-from baselines import make_policy
+from geopipe_baselines import make_policy
 
 DATA = Path(__file__).parent / "data"
 GOLDEN = {

@@ -1,6 +1,6 @@
 """The code's structure: every module of ``geopipe_env`` imports only from its own layer and below
 (``geopipe_env.LAYERS``); no two modules of the project import each other, not even inside a function; the core
-imports neither the training, Ray nor evaluation packages, and ``baselines`` does not import ``agents``."""
+imports neither the training, Ray nor evaluation packages, and ``geopipe_baselines`` does not import ``geopipe_agents``."""
 
 from __future__ import annotations
 
@@ -35,13 +35,15 @@ def test_the_core_imports_only_downwards():
 
 
 def test_packages_depend_one_way():
-    """geopipe_env imports neither baselines nor agents, nor training, Ray or RL stacks; baselines imports no agents."""
+    """geopipe_env imports neither geopipe_baselines nor geopipe_agents, nor training, Ray or RL stacks; geopipe_baselines imports
+    no geopipe_agents. (The old import names ``agents`` and ``baselines`` belong to other projects: nothing imports them.)"""
     for name, path in modules().items():
         roots = {imported.split(".")[0] for imported in imports(path)}
+        assert not roots & {"agents", "baselines"}, name
         if name.startswith("geopipe_env"):
-            assert not roots & {"baselines", "agents", "torch", "stable_baselines3", "sb3_contrib", "ray", "tensorboard"}, name
-        if name.startswith("baselines"):
-            assert "agents" not in roots, name
+            assert not roots & {"geopipe_baselines", "geopipe_agents", "torch", "stable_baselines3", "sb3_contrib", "ray", "tensorboard"}, name
+        if name.startswith("geopipe_baselines"):
+            assert "geopipe_agents" not in roots, name
 
 
 def test_each_core_module_says_its_layer():

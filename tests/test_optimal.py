@@ -1,4 +1,4 @@
-"""The exact solver (baselines.optimal): brute force on tiny worlds, exact replays, never below a scripted policy,
+"""The exact solver (geopipe_baselines.optimal): brute force on tiny worlds, exact replays, never below a scripted policy,
 a valid bound, one-line refusals, and searches stopped by a time limit or Ctrl-C."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 import geopipe_env  # noqa: F401 - registers the env ids
-from baselines import make_policy, policy_names
-from baselines import optimal
-from baselines.optimal import FutureBound, Search, WorldTooLarge, solve
-from baselines.policy import play_episode
+from geopipe_baselines import make_policy, policy_names
+from geopipe_baselines import optimal
+from geopipe_baselines.optimal import FutureBound, Search, WorldTooLarge, solve
+from geopipe_baselines.policy import play_episode
 from geopipe_env.loader import load_scenario
 
 SMALL = "GeoPipe-Small-v0"

@@ -17,13 +17,15 @@ import yaml
 from conftest import readme_link_targets
 
 import geopipe_env
-from agents.loading import TRAIN_EXTRA_INSTALL, TRAIN_EXTRA_MODULES
-from baselines import policy_names
+from geopipe_agents.loading import TRAIN_EXTRA_INSTALL, TRAIN_EXTRA_MODULES
+from geopipe_baselines import policy_names
 
 ROOT = Path(__file__).resolve().parents[1]
 tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
-PACKAGES = ("geopipe_env", "agents", "baselines")
+# Import name -> its folder in the source tree (agents/ installs as geopipe_agents, baselines/ as geopipe_baselines).
+PACKAGE_DIRS = PYPROJECT["tool"]["setuptools"]["package-dir"]
+PACKAGES = tuple(PACKAGE_DIRS)
 DISTRIBUTION = PYPROJECT["project"]["name"]
 # A pip requirement with extras, as written in an install hint: pip install 'name[extra]'.
 EXTRAS_REQUIREMENT = re.compile(r"\bpip install [\"']?([A-Za-z0-9][A-Za-z0-9._-]*)\[")
@@ -40,14 +42,14 @@ def test_version_has_one_source_that_the_citation_and_changelog_repeat():
 
 def test_the_distribution_name_is_used_by_every_install_hint():
     """The extras refer to the distribution by its own name, and every ``pip install 'name[extra]'`` in the code,
-    README and docs names it (the import names differ: geopipe_env, agents, baselines)."""
+    README and docs names it (the import names differ: geopipe_env, geopipe_agents, geopipe_baselines)."""
     assert DISTRIBUTION == "geopipe-gym"
     for extra, requirements in PYPROJECT["project"]["optional-dependencies"].items():
         for requirement in requirements:
             if requirement.startswith("geopipe"):
                 assert requirement.startswith(f"{DISTRIBUTION}["), (extra, requirement)
     assert TRAIN_EXTRA_INSTALL == f"pip install '{DISTRIBUTION}[train]' (from a source checkout: pip install -e '.[train]')"
-    files = [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(p for package in PACKAGES for p in (ROOT / package).rglob("*.py"))]
+    files = [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(p for package in PACKAGES for p in (ROOT / PACKAGE_DIRS[package]).rglob("*.py"))]
     named = {(path.name, name) for path in files for name in EXTRAS_REQUIREMENT.findall(path.read_text())}
     assert named and {name for _, name in named} == {DISTRIBUTION}, sorted(named)
 
@@ -100,7 +102,7 @@ def test_every_data_file_ships_as_package_data(package):
     """Each non-Python file inside a package (hyperparameters, the shipped agent, scenarios, py.typed) matches a
     package-data pattern, so an installed copy has it."""
     patterns = PYPROJECT["tool"]["setuptools"]["package-data"][package]
-    folder = ROOT / package
+    folder = ROOT / PACKAGE_DIRS[package]
     assert (folder / "py.typed").is_file()
     files = [p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".py"]
     assert files
@@ -141,8 +143,8 @@ def test_without_the_train_extra_evaluation_runs_and_training_says_what_to_insta
     training stop with one line naming the [train] extra, and no results are written."""
     code = """
         import contextlib, io, json
-        from baselines import evaluate_cli
-        from agents import train_cli
+        from geopipe_baselines import evaluate_cli
+        from geopipe_agents import train_cli
         messages = {}
         for name, main, argv in (
             ("default", evaluate_cli.main, ["--env", "GeoPipe-Toy-v0", "--seeds", "1", "--workers", "1", "--no-plots", "--out", "ok"]),

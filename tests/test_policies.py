@@ -1,4 +1,4 @@
-"""agents.policies.CandidateScoringPolicy: one shared scorer per candidate row, trainable and loadable."""
+"""geopipe_agents.policies.CandidateScoringPolicy: one shared scorer per candidate row, trainable and loadable."""
 
 import gymnasium as gym
 import numpy as np
@@ -7,9 +7,9 @@ import torch
 from conftest import load_script
 
 import geopipe_env  # noqa: F401
-from agents import load_agent
-from agents.policies import CandidateScoringPolicy
-from baselines.policy import ScriptedPolicy, WaitCounter, play_episode
+from geopipe_agents import load_agent
+from geopipe_agents.policies import CandidateScoringPolicy
+from geopipe_baselines.policy import ScriptedPolicy, WaitCounter, play_episode
 from geopipe_env.observation import CANDIDATE_FEATURES, QUEUE_FEATURES
 
 train = load_script("train")

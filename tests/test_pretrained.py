@@ -6,13 +6,13 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 
-import agents
+import geopipe_agents
 import geopipe_env  # noqa: F401
-from agents import load_agent, load_pretrained, pretrained_path
-from baselines.specs import default_policy_specs
-from baselines.policy import play_episode
+from geopipe_agents import load_agent, load_pretrained, pretrained_path
+from geopipe_baselines.specs import default_policy_specs
+from geopipe_baselines.policy import play_episode
 
-PRETRAINED = Path(agents.__file__).resolve().parent / "pretrained"
+PRETRAINED = Path(geopipe_agents.__file__).resolve().parent / "pretrained"
 AGENT = PRETRAINED / "geopipe_v0_maskable_ppo.zip"
 
 
@@ -65,7 +65,7 @@ SMALL_AGENT = PRETRAINED / "small_maskable_ppo.zip"
 def test_small_suite_agent_plays_validly_and_never_above_the_optimum(seed):
     """The agent trained on GeoPipe-Small-v0 ships with its normalisation statistics, finishes held-out episodes
     with valid actions only, and earns no more than the exact optimum of the same episode."""
-    from baselines.optimal import solve
+    from geopipe_baselines.optimal import solve
 
     assert SMALL_AGENT.with_name(SMALL_AGENT.stem + "_vecnormalize.pkl").is_file()
     env = gym.make("GeoPipe-Small-v0")

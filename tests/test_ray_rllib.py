@@ -1,4 +1,4 @@
-"""train.py --algo rllib_ppo and agents.rllib: masked PPO on RLlib, its run folder, and its agents in the policy protocol."""
+"""train.py --algo rllib_ppo and geopipe_agents.rllib: masked PPO on RLlib, its run folder, and its agents in the policy protocol."""
 
 import csv
 import os
@@ -12,18 +12,18 @@ import pytest
 import yaml
 from conftest import finish, load_script, start_training, wait_for
 
-from baselines import ray_backend
+from geopipe_baselines import ray_backend
 
 ray_backend.prepare_environment()  # before ray is imported: 127.0.0.1 only, token auth, files in the temp folder
 pytest.importorskip("ray.rllib")
 
 import geopipe_env  # noqa: E402,F401
-from agents import ObservationSpaceMismatch, load_agent  # noqa: E402
-from agents import rllib_training  # noqa: E402
-from agents.callbacks import checkpoints, prune_checkpoints, replace_atomically  # noqa: E402
-from agents.rllib import MODULE_IN_CHECKPOINT, MaskedFlatObservation, RLlibAgentPolicy, RunFolderPPO, load_rllib_agent, make_masked_env  # noqa: E402
-from agents.training import TrainingInputError  # noqa: E402
-from baselines.policy import play_episode  # noqa: E402
+from geopipe_agents import ObservationSpaceMismatch, load_agent  # noqa: E402
+from geopipe_agents import rllib_training  # noqa: E402
+from geopipe_agents.callbacks import checkpoints, prune_checkpoints, replace_atomically  # noqa: E402
+from geopipe_agents.rllib import MODULE_IN_CHECKPOINT, MaskedFlatObservation, RLlibAgentPolicy, RunFolderPPO, load_rllib_agent, make_masked_env  # noqa: E402
+from geopipe_agents.training import TrainingInputError  # noqa: E402
+from geopipe_baselines.policy import play_episode  # noqa: E402
 
 train = load_script("train")
 evaluate = load_script("evaluate")

@@ -17,9 +17,9 @@ import torch
 import yaml
 from conftest import finish, start_training, wait_for
 
-from agents import train_cli
-from agents.callbacks import checkpoints, replace_atomically
-from agents.training import TrainingInputError, resume_source, saved_num_timesteps
+from geopipe_agents import train_cli
+from geopipe_agents.callbacks import checkpoints, replace_atomically
+from geopipe_agents.training import TrainingInputError, resume_source, saved_num_timesteps
 
 pytestmark = pytest.mark.filterwarnings("ignore::tqdm.TqdmExperimentalWarning")
 
@@ -127,7 +127,7 @@ def test_a_save_killed_midway_leaves_the_previous_file_whole(tmp_path):
     code = f"""
         import os, signal
         from pathlib import Path
-        from agents.callbacks import replace_atomically
+        from geopipe_agents.callbacks import replace_atomically
         def write(temp):
             with open(temp, "wb") as f:
                 f.write(b"new" * 500)

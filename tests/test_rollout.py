@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 import geopipe_env  # noqa: F401
-from baselines import SLOW_REFERENCES, Policy, make_policy, policy_names
-from baselines.specs import default_policy_specs
-from baselines.policy import play_episode
-from baselines.rollout import RolloutPolicy
+from geopipe_baselines import SLOW_REFERENCES, Policy, make_policy, policy_names
+from geopipe_baselines.specs import default_policy_specs
+from geopipe_baselines.policy import play_episode
+from geopipe_baselines.rollout import RolloutPolicy
 
 TOY = "GeoPipe-Toy-v0"
 FLAGSHIP = "GeoPipe-v0"

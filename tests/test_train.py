@@ -1,4 +1,4 @@
-"""train.py and agents.training / agents.callbacks: run folders, saved agents, resume, held-out evaluation, bad input."""
+"""train.py and geopipe_agents.training / geopipe_agents.callbacks: run folders, saved agents, resume, held-out evaluation, bad input."""
 
 import csv
 import math
@@ -13,11 +13,11 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import geopipe_env  # noqa: F401
-from agents import learning_curve, load_agent
-from agents.learning_curve import read_references
-from baselines import make_policy
-from baselines.policy import play_episode
-from agents.training import (
+from geopipe_agents import learning_curve, load_agent
+from geopipe_agents.learning_curve import read_references
+from geopipe_baselines import make_policy
+from geopipe_baselines.policy import play_episode
+from geopipe_agents.training import (
     ALGOS,
     HYPERPARAM_KEYS,
     check_hyperparams,
@@ -105,7 +105,7 @@ def test_tensorboard_holds_geopipe_metrics(smoke_run):
 
 
 def test_saved_model_loads_and_acts_validly(smoke_run):
-    """model.zip loads with agents.load_agent (with its stats) and finishes a toy episode with only valid actions."""
+    """model.zip loads with geopipe_agents.load_agent (with its stats) and finishes a toy episode with only valid actions."""
     agent = load_agent(smoke_run / "model.zip")
     assert agent.obs_normalizer is not None
     env = gym.make(TOY)
