@@ -2,8 +2,9 @@
 
 It sits above the physics because rejecting a world where a job could never run needs the sizing rule.
 
-The schema is documented in docs/scenarios.md. All checks happen
-here, at load time: a bad file raises :class:`ScenarioError`, naming the offending key path and what was
+Every key is read through its declaration in :mod:`geopipe_env.scenario_format` (which sections allow it, its type,
+range or choices, and its default); this module adds the rules that tie keys together. All checks happen here, at
+load time: a bad file raises :class:`ScenarioError`, naming the offending key path and what was
 expected, and never fails later inside the simulator.
 
 Unit conversions on load: ``horizon_h`` → seconds, ``latency_ms`` (one-way) → seconds,
@@ -27,21 +28,27 @@ import numpy as np
 import yaml
 
 from geopipe_env import bundled
-from geopipe_env.catalog import DATASET_CATALOG, GPU_CATALOG, MODEL_CATALOG, DatasetSpec, GpuType, ModelSpec
+from geopipe_env import scenario_format as format_
+from geopipe_env.catalog import (
+    DATASET_CATALOG,
+    GPU_CATALOG,
+    MODEL_CATALOG,
+    DatasetSpec,
+    GpuType,
+    ModelSpec,
+)
 from geopipe_env.physics import schedule as schedules
 from geopipe_env.physics.pipeline import runnable_stages
-from geopipe_env.physics.schedule import ONE_F_ONE_B, SCHEDULES
+from geopipe_env.physics.schedule import SCHEDULES
 from geopipe_env.scenario import (
     HOURS_PER_YEAR,
-    PIPELINE_SIZINGS,
     SIZING_FIXED,
     SIZING_KSTAR,
-    JobClass,
-    JobShape,
-    MAX_BACKGROUND_FRACTION,
     ArrivalSpec,
     BackgroundTraffic,
     HourlySeries,
+    JobClass,
+    JobShape,
     NetworkSpec,
     RandomizeSpec,
     RegionSpec,
@@ -49,24 +56,20 @@ from geopipe_env.scenario import (
     TraceJob,
     WorkloadSpec,
 )
+from geopipe_env.scenario_format import (
+    DEFAULT_START_UTC,
+    PRICE_UNITS,
+    REQUIRED,
+    SCHEMA_VERSION,
+    SECTIONS,
+    Key,
+)
 from geopipe_env.sizing import connected_components, size_job
 from geopipe_env.units import SECONDS_PER_MS, seconds_from_hours
 
-SCHEMA_VERSION = 1
 SCENARIO_DIR = Path(__file__).parent / "data" / "scenarios"
 REFERENCE_YEAR = 2023  # the year of the bundled hourly series; start_utc maps any year onto it
-DEFAULT_START_UTC = "2023-01-01T00:00Z"
-DEFAULT_PUE = 1.0  # the paper does not model cooling (BACE-Pipe, arXiv 2605.25375)
-DEFAULT_INTER_LATENCY_MS = 50.0  # endpoint_mean pairs without a latency: mid-range of 30–100 ms (CrossPipe)
-DEFAULT_INTRA_BANDWIDTH_GBPS = 100.0  # within-instance figure (DS3Lab/DT-FM scheduler/generate_sim_com_matrices.py)
-DEFAULT_INTRA_LATENCY_MS = 0.05  # assumed: a hop inside one region's datacenter
-DEFAULT_BACKGROUND_PERIOD_H = 24.0  # diurnal
-RULES = ("endpoint_mean", "matrix")
-ARRIVAL_PROCESSES = ("batch", "poisson", "trace")
-TRACE_COLUMNS = (
-    "submit_time_s", "model", "dataset", "iterations", "gpus_per_stage", "data_parallel", "global_batch_size",
-    "pipeline_stages", "pipeline_schedule", "virtual_stages", "context_parallel",
-)
+TRACE_COLUMNS = format_.trace_columns()
 NUM_LISTED_CHOICES = 8  # how many valid names an error message lists before "…"
 
 _MISSING = object()
@@ -199,9 +202,12 @@ def check_string(
 
 
 class _Section:
-    """A mapping from the file, with its key path; rejects unknown keys on construction."""
+    """A mapping from the file of a declared section (:data:`geopipe_env.scenario_format.SECTIONS`), with its key
+    path; rejects undeclared keys on construction (and keys outside ``allowed``, where the context narrows them)."""
 
-    def __init__(self, value: Any, path: str, allowed: Sequence[str]) -> None:
+    def __init__(self, value: Any, path: str, section: str, allowed: Sequence[str] | None = None) -> None:
+        self.declared: dict[str, Key] = {k.name: k for k in SECTIONS[section]}
+        allowed = tuple(self.declared) if allowed is None else allowed
         if not isinstance(value, dict):
             raise ScenarioError(
                 path or "<root>", f"got {_describe(value)}", f"a mapping with keys {', '.join(allowed)}"
@@ -216,6 +222,25 @@ class _Section:
 
     def at(self, key: str) -> str:
         return _join(self.path, key)
+
+    def get(self, key: str, default: Any = REQUIRED, exclusive: bool | None = None) -> Any:
+        """The value of a scalar key, checked as declared: its type, range or choices. Absent (or null), it is the
+        declared default, or ``default`` where the context sets one (:data:`REQUIRED`: the key must be given);
+        ``exclusive`` where the context makes a declared minimum strict."""
+        declared = self.declared[key]
+        if default is REQUIRED:
+            default = _MISSING if declared.required else declared.default
+        kind = declared.kind
+        if kind == "number":
+            strict = declared.exclusive if exclusive is None else exclusive
+            return self.number(key, default, declared.minimum, strict, declared.maximum)
+        if kind == "integer":
+            return self.integer(key, default, declared.minimum)
+        if kind == "boolean":
+            return self.boolean(key, default)
+        if kind in ("string", "choice"):
+            return self.string(key, default, declared.choice_names() or None)
+        raise TypeError(f"{self.at(key)} holds a {kind}, not a scalar")
 
     def has(self, key: str) -> bool:
         """Whether the key is given; an explicit ``null`` counts as not given (use the default)."""
@@ -254,20 +279,25 @@ class _Section:
         value = self.raw(key, what=f"one of {_choices(choices)}" if choices else "a non-empty string")
         return check_string(value, self.at(key), choices)
 
-    def boolean(self, key: str, default: bool) -> bool:
-        if not self.has(key):
+    def boolean(self, key: str, default: Any) -> bool:
+        if not self.has(key) and default is not _MISSING:
             return default
+        if not self.has(key):
+            self.raw(key, what="true or false")
         value = self.data[key]
         if not isinstance(value, bool):
             raise ScenarioError(self.at(key), f"got {_describe(value)}", "true or false")
         return value
 
-    def section(self, key: str, allowed: Sequence[str], required: bool = False) -> _Section | None:
+    def section(self, key: str, required: bool | None = None) -> _Section | None:
+        """The mapping under ``key``, of its declared section; None if absent and not required (as declared, unless
+        ``required`` is given)."""
+        declared = self.declared[key]
         if not self.has(key):
-            if required:
-                raise ScenarioError(self.at(key), "missing", f"a mapping with keys {', '.join(allowed)}")
+            if declared.required if required is None else required:
+                raise ScenarioError(self.at(key), "missing", f"a mapping with keys {', '.join(format_.keys(declared.keys))}")
             return None
-        return _Section(self.data[key], self.at(key), allowed)
+        return _Section(self.data[key], self.at(key), declared.keys)
 
     def items(self, key: str, what: str, allow_empty: bool = False) -> list[tuple[str, Any]]:
         """The elements of a list under ``key``, each with its key path."""
@@ -413,52 +443,33 @@ def _read_yaml(path: Path) -> Any:
 # Building the scenario
 # ---------------------------------------------------------------------------------------------------------
 
-_TOP_KEYS = (
-    "extends",
-    "version",
-    "name",
-    "horizon_h",
-    "start_utc",
-    "mfu",
-    "pipeline_schedule",
-    "virtual_stages",
-    "bill_idle_capacity",
-    "gpus",
-    "regions",
-    "network",
-    "workload",
-    "randomize",
-    "objective",
-)
-
-
 def _build(data: Any, base_dir: Path, default_name: str) -> Scenario:
-    root = _Section(data, "", _TOP_KEYS)
+    root = _Section(data, "", "top")
     if root.has("version"):
         check_integer(root.data["version"], "version", minimum=None)
         if root.data["version"] != SCHEMA_VERSION:
             raise ScenarioError(
                 "version", f"got {root.data['version']}", f"{SCHEMA_VERSION} (this loader reads schema v1)"
             )
-    name = root.string("name", default=default_name)
-    horizon_h = root.number("horizon_h", minimum=0.0, exclusive=True)
+    name = root.get("name", default=default_name)
+    horizon_h = root.get("horizon_h")
     start_hour = _start_hour(root.raw("start_utc", default=DEFAULT_START_UTC), "start_utc")
-    mfu = root.number("mfu", default=None, minimum=0.0, exclusive=True, maximum=1.0)
-    schedule = root.string("pipeline_schedule", default=ONE_F_ONE_B, choices=SCHEDULES)
-    virtual_stages = root.integer("virtual_stages", default=1, minimum=1)
-    bill_idle = root.boolean("bill_idle_capacity", default=False)
+    mfu = root.get("mfu")
+    schedule = root.get("pipeline_schedule")
+    virtual_stages = root.get("virtual_stages")
+    bill_idle = root.get("bill_idle_capacity")
 
     gpu_types = _gpu_types(root)
-    network_section = root.section("network", _NETWORK_KEYS, required=True)
-    rule = network_section.string("rule", choices=RULES)
+    network_section = root.section("network")
+    rule = network_section.get("rule")
     regions = _regions(root, gpu_types, rule, base_dir)
     network = _network(network_section, regions, rule)
-    workload, checks = _workload(root.section("workload", _WORKLOAD_KEYS, required=True), base_dir)
-    randomize = _randomize(root.section("randomize", _RANDOMIZE_KEYS), gpu_types, workload)
+    workload, checks = _workload(root.section("workload"), base_dir)
+    randomize = _randomize(root.section("randomize"), gpu_types, workload)
     if mfu is None:
         _check_calibrated(regions, randomize)
-    objective = root.section("objective", ("cost_weight",))
-    cost_weight = objective.number("cost_weight", default=1.0, minimum=0.0) if objective else 1.0
+    objective = root.section("objective")
+    cost_weight = (objective or _Section({}, "objective", "objective")).get("cost_weight")
 
     scenario = Scenario(
         name=name,
@@ -520,7 +531,7 @@ def _start_hour(value: Any, path: str) -> int | None:
     return int((in_reference_year - datetime(REFERENCE_YEAR, 1, 1)).total_seconds() // 3600)
 
 
-_GPU_FIELDS = ("tflops", "memory_gb", "busy_watts", "idle_watts")
+_GPU_FIELDS = tuple(k.name for k in SECTIONS["gpu"] if k.required)  # what a new GPU must give
 
 
 def _gpu_types(root: _Section) -> dict[str, GpuType]:
@@ -540,18 +551,10 @@ def _gpu_types(root: _Section) -> dict[str, GpuType]:
                 path, f"the same GPU as {seen[name.casefold()]!r} (names are case-insensitive)", "each GPU once"
             )
         seen[name.casefold()] = name
-        section = _Section(spec, path, (*_GPU_FIELDS, "kernel_efficiency"))
+        section = _Section(spec, path, "gpu")
         base = types.get(name.casefold())
-        fields = {}
-        for field in _GPU_FIELDS:
-            if base is None or section.has(field):
-                fields[field] = section.number(field, minimum=0.0, exclusive=field != "idle_watts")
-            else:
-                fields[field] = getattr(base, field)
-        fields["kernel_efficiency"] = section.number(
-            "kernel_efficiency", default=None if base is None else base.kernel_efficiency, minimum=0.0, exclusive=True,
-            maximum=1.0,
-        )
+        # Overriding a catalog GPU may give any subset of its fields.
+        fields = {field: section.get(field, default=REQUIRED if base is None else getattr(base, field)) for field in section.declared}
         if fields["idle_watts"] > fields["busy_watts"]:
             raise ScenarioError(
                 section.at("idle_watts"),
@@ -562,50 +565,36 @@ def _gpu_types(root: _Section) -> dict[str, GpuType]:
     return types
 
 
-_REGION_KEYS = (
-    "id",
-    "gpu",
-    "num_gpus",
-    "access_bandwidth_gbps",
-    "pue",
-    "price_usd_per_kwh",
-    "price_market",
-    "price_csv",
-    "carbon_g_per_kwh",
-    "carbon_zone",
-)
-
-
 def _regions(root: _Section, gpu_types: dict[str, GpuType], rule: str, base_dir: Path) -> tuple[RegionSpec, ...]:
     regions = []
     ids: dict[str, str] = {}
     gpu_names = sorted({g.name for g in gpu_types.values()})
     for path, item in root.items("regions", "region mappings {id, gpu, num_gpus, …}"):
-        section = _Section(item, path, _REGION_KEYS)
-        region_id = section.string("id")
+        section = _Section(item, path, "region")
+        region_id = section.get("id")
         if region_id in ids:
             raise ScenarioError(
                 section.at("id"), f"duplicate region id {region_id!r} (also {ids[region_id]})", "unique region ids"
             )
         ids[region_id] = path
-        gpu_name = section.string("gpu")
+        gpu_name = section.get("gpu")
         if gpu_name.casefold() not in gpu_types:
             raise ScenarioError(
                 section.at("gpu"),
                 f"unknown GPU type {gpu_name!r}{did_you_mean(gpu_name, gpu_names)}",
                 f"one of {_choices(gpu_names)}, or one defined under gpus",
             )
-        if rule == "endpoint_mean":
-            access = section.number("access_bandwidth_gbps", minimum=0.0, exclusive=True)
+        if rule == "endpoint_mean":  # the links' capacities follow from it
+            access = section.get("access_bandwidth_gbps", default=_MISSING, exclusive=True)
         else:
-            access = section.number("access_bandwidth_gbps", default=0.0, minimum=0.0)
+            access = section.get("access_bandwidth_gbps")
         regions.append(
             RegionSpec(
                 id=region_id,
                 gpu=gpu_types[gpu_name.casefold()],
-                num_gpus=section.integer("num_gpus", minimum=1),
+                num_gpus=section.get("num_gpus"),
                 access_bandwidth_gbps=access,
-                pue=section.number("pue", default=DEFAULT_PUE, minimum=1.0),
+                pue=section.get("pue"),
                 price_usd_per_kwh=_price(section, base_dir),
                 carbon_g_per_kwh=_carbon(section),
             )
@@ -627,8 +616,9 @@ def _one_of(section: _Section, keys: tuple[str, ...], required: bool) -> str | N
     return None
 
 
-def _bundled(section: _Section, key: str, names: Sequence[str], kind: str) -> str:
-    """A bundled series name from ``key``, or a ScenarioError listing the bundled names."""
+def _bundled(section: _Section, key: str, kind: str) -> str:
+    """A bundled series name from ``key`` (its declared choices), or a ScenarioError listing the bundled names."""
+    names = section.declared[key].choice_names()
     name = section.string(key)
     if name not in names:
         raise ScenarioError(
@@ -640,14 +630,12 @@ def _bundled(section: _Section, key: str, names: Sequence[str], kind: str) -> st
 def _price(section: _Section, base_dir: Path) -> HourlySeries:
     which = _one_of(section, ("price_usd_per_kwh", "price_market", "price_csv"), required=True)
     if which == "price_usd_per_kwh":
-        return HourlySeries.constant(section.number("price_usd_per_kwh", minimum=0.0))
+        return HourlySeries.constant(section.get("price_usd_per_kwh"))
     if which == "price_csv":
-        return _price_csv(section.section("price_csv", _PRICE_CSV_KEYS, required=True), base_dir)
-    return bundled.price_series(_bundled(section, "price_market", bundled.price_markets(), "market"))
+        return _price_csv(section.section("price_csv", required=True), base_dir)
+    return bundled.price_series(_bundled(section, "price_market", "market"))
 
 
-_PRICE_CSV_KEYS = ("path", "column", "unit")
-PRICE_UNITS = {"usd_per_mwh": 1.0 / 1000.0, "usd_per_kwh": 1.0}  # factor to USD/kWh
 # A price whose typical magnitude falls outside these bounds is almost surely in the other unit.
 _PLAUSIBLE_MEDIAN_USD_PER_KWH = (0.001, 5.0)
 
@@ -659,9 +647,9 @@ def _price_csv(section: _Section, base_dir: Path) -> HourlySeries:
     hour by hour from 1 January 00:00 for 8760 hours, with no gap, repeat or empty cell.
     """
     path = section.at("path")
-    unit = section.string("unit", choices=tuple(PRICE_UNITS))
-    column = section.string("column")
-    file = base_dir / section.string("path")
+    unit = section.get("unit")
+    column = section.get("column")
+    file = base_dir / section.get("path")
     expected_columns = f"columns datetime_utc and {column}"
     rows = _read_csv(path, file, expected_columns)
     header = [cell.strip() for cell in rows[0]]
@@ -706,12 +694,8 @@ def _carbon(section: _Section) -> HourlySeries | None:
     if which is None:
         return None
     if which == "carbon_g_per_kwh":
-        return HourlySeries.constant(section.number("carbon_g_per_kwh", minimum=0.0))
-    return bundled.carbon_series(_bundled(section, "carbon_zone", bundled.carbon_zones(), "carbon zone"))
-
-
-_NETWORK_KEYS = ("rule", "matrix", "intra_region", "default_latency_ms", "background")
-_BACKGROUND_KEYS = ("mean_fraction", "amplitude_fraction", "period_h", "phase_h")
+        return HourlySeries.constant(section.get("carbon_g_per_kwh"))
+    return bundled.carbon_series(_bundled(section, "carbon_zone", "carbon zone"))
 
 
 def _network(section: _Section, regions: tuple[RegionSpec, ...], rule: str) -> NetworkSpec:
@@ -720,9 +704,7 @@ def _network(section: _Section, regions: tuple[RegionSpec, ...], rule: str) -> N
     bandwidth_gbps = np.zeros((num_regions, num_regions))  # (R, R); 0 = no link
     latency_s = np.zeros((num_regions, num_regions))  # (R, R); 0 where there is no link
     if rule == "endpoint_mean":
-        default_latency_s = (
-            section.number("default_latency_ms", default=DEFAULT_INTER_LATENCY_MS, minimum=0.0) * SECONDS_PER_MS
-        )
+        default_latency_s = section.get("default_latency_ms") * SECONDS_PER_MS
         access = np.array([r.access_bandwidth_gbps for r in regions])
         bandwidth_gbps = (access[:, None] + access[None, :]) / 2.0
         latency_s = np.full((num_regions, num_regions), default_latency_s)
@@ -747,26 +729,18 @@ def _network(section: _Section, regions: tuple[RegionSpec, ...], rule: str) -> N
             if bw is not None:
                 bandwidth_gbps[a, b] = bw
 
-    intra = section.section("intra_region", ("bandwidth_gbps", "latency_ms"))
-    intra_bw = (
-        intra.number("bandwidth_gbps", default=DEFAULT_INTRA_BANDWIDTH_GBPS, minimum=0.0, exclusive=True)
-        if intra
-        else DEFAULT_INTRA_BANDWIDTH_GBPS
-    )
-    intra_lat_ms = (
-        intra.number("latency_ms", default=DEFAULT_INTRA_LATENCY_MS, minimum=0.0) if intra else DEFAULT_INTRA_LATENCY_MS
-    )
+    intra = section.section("intra_region") or _Section({}, section.at("intra_region"), "intra_region")
+    intra_bw = intra.get("bandwidth_gbps")
+    intra_lat_ms = intra.get("latency_ms")
 
     background = None
-    bg = section.section("background", _BACKGROUND_KEYS)
+    bg = section.section("background")
     if bg is not None:
         background = BackgroundTraffic(
-            mean_fraction=bg.number("mean_fraction", minimum=0.0, maximum=MAX_BACKGROUND_FRACTION),
-            amplitude_fraction=bg.number(
-                "amplitude_fraction", default=0.0, minimum=0.0, maximum=MAX_BACKGROUND_FRACTION
-            ),
-            period_h=bg.number("period_h", default=DEFAULT_BACKGROUND_PERIOD_H, minimum=0.0, exclusive=True),
-            phase_h=bg.number("phase_h", default=0.0),
+            mean_fraction=bg.get("mean_fraction"),
+            amplitude_fraction=bg.get("amplitude_fraction"),
+            period_h=bg.get("period_h"),
+            phase_h=bg.get("phase_h"),
         )
     bandwidth_gbps.flags.writeable = False
     latency_s.flags.writeable = False
@@ -814,57 +788,29 @@ def _matrix_entries(section: _Section, ids: list[str], rule: str) -> dict[tuple[
                     "a pair bandwidth under rule endpoint_mean (it is the mean of the access bandwidths)",
                     "only latency_ms here, or rule: matrix",
                 )
-            pair = _Section(spec, dst_path, pair_keys)
-            bandwidth = pair.number("bandwidth_gbps", minimum=0.0, exclusive=True) if rule == "matrix" else None
-            latency = pair.number("latency_ms", minimum=0.0) * SECONDS_PER_MS
+            pair = _Section(spec, dst_path, "link", pair_keys)
+            bandwidth = pair.get("bandwidth_gbps") if rule == "matrix" else None
+            latency = pair.get("latency_ms") * SECONDS_PER_MS
             entries[(ids.index(src), ids.index(dst))] = (bandwidth, latency)
     return entries
 
 
-# Keys that set a job's shape, at the workload level (the default job) or in a job class.
-_SHAPE_KEYS = (
-    "micro_batch_size",
-    "seq_len",
-    "num_microbatches",
-    "global_batch_size",
-    "gpus_per_stage",
-    "data_parallel",
-    "pipeline_sizing",
-    "pipeline_stages",
-    "max_stages",
-    "pipeline_schedule",
-    "pipeline_schedules",
-    "virtual_stages",
-    "context_parallel",
-    "recompute",
-)
-# Pairs of keys of which one replaces the other: a class that gives one drops the other inherited from the workload.
-_EXCLUSIVE_SHAPE_KEYS = (
-    ("num_microbatches", "global_batch_size"), ("pipeline_sizing", "pipeline_stages"),
-    ("pipeline_schedule", "pipeline_schedules"),
-)
-_WORKLOAD_KEYS = ("num_jobs", "arrival", "models", "datasets", "epochs", "trace", "job_classes", *_SHAPE_KEYS)
-_CLASS_KEYS = ("name", "weight", "models", "datasets", *_SHAPE_KEYS)
-_MODEL_KEYS = ("name", "params_b", "layers", "hidden")
-_DATASET_KEYS = ("name", "tokens")
-TRACE_SHAPE_COLUMNS = (
-    "gpus_per_stage", "data_parallel", "global_batch_size", "pipeline_stages", "pipeline_schedule", "virtual_stages",
-    "context_parallel",
-)
-DEFAULT_SHAPE = JobShape()
+# Keys that set a job's shape, at the workload level (the default job), in a job class or as trace columns.
+_SHAPE = {k.name: k for k in format_.SHAPE_KEYS}
+TRACE_SHAPE_COLUMNS = format_.trace_shape_columns()
 
 _Raw = dict[str, tuple[Any, str]]  # shape key → (value as written, its key path)
 
 
 def _raw_shape(section: _Section) -> _Raw:
     """The shape keys a section gives, with their key paths."""
-    return {key: (section.data[key], section.at(key)) for key in _SHAPE_KEYS if section.has(key)}
+    return {key: (section.data[key], section.at(key)) for key in _SHAPE if section.has(key)}
 
 
 def _override(base: _Raw, over: _Raw) -> _Raw:
     """``base`` with ``over``'s keys on top; a key of an exclusive pair drops its partner from ``base``."""
     merged = dict(base)
-    for pair in _EXCLUSIVE_SHAPE_KEYS:
+    for pair in format_.EXCLUSIVE_SHAPE_KEYS:
         if any(key in over for key in pair):
             for key in pair:
                 merged.pop(key, None)
@@ -875,21 +821,21 @@ def _override(base: _Raw, over: _Raw) -> _Raw:
 def _shape(raw: _Raw, where: str) -> JobShape:
     """Validate shape keys into a :class:`JobShape`; ``where`` names the section for errors about a pair of keys."""
 
-    def integer(key: str, default: int | None) -> int | None:
+    def integer(key: str) -> int | None:
         if key not in raw:
-            return default
+            return _SHAPE[key].default
         value, path = raw[key]
-        return check_integer(value, path, minimum=1)
+        return check_integer(value, path, minimum=_SHAPE[key].minimum)
 
-    for first, second in _EXCLUSIVE_SHAPE_KEYS:
+    for first, second in format_.EXCLUSIVE_SHAPE_KEYS:
         if first in raw and second in raw:
             raise ScenarioError(
                 raw[second][1], f"given together with {first} ({raw[first][1]})", f"either {first} or {second}"
             )
-    b = integer("micro_batch_size", DEFAULT_SHAPE.micro_batch_size)
-    d = integer("data_parallel", DEFAULT_SHAPE.data_parallel)
-    m = integer("num_microbatches", DEFAULT_SHAPE.num_microbatches)
-    global_batch = integer("global_batch_size", None)
+    b = integer("micro_batch_size")
+    d = integer("data_parallel")
+    m = integer("num_microbatches")
+    global_batch = integer("global_batch_size")
     if global_batch is not None:
         if global_batch % (b * d):
             raise ScenarioError(
@@ -899,10 +845,10 @@ def _shape(raw: _Raw, where: str) -> JobShape:
                 f"a multiple of {b * d}",
             )
         m = global_batch // (b * d)
-    sizing = SIZING_KSTAR
+    sizing = _SHAPE["pipeline_sizing"].default
     if "pipeline_sizing" in raw:
-        sizing = check_string(raw["pipeline_sizing"][0], raw["pipeline_sizing"][1], PIPELINE_SIZINGS)
-    stages = integer("pipeline_stages", None)
+        sizing = check_string(raw["pipeline_sizing"][0], raw["pipeline_sizing"][1], _SHAPE["pipeline_sizing"].choice_names())
+    stages = integer("pipeline_stages")
     if stages is not None:
         sizing = SIZING_FIXED
     names: tuple[str, ...] = ()
@@ -915,23 +861,23 @@ def _shape(raw: _Raw, where: str) -> JobShape:
         names = tuple(check_string(item, _join(path, i), SCHEDULES) for i, item in enumerate(value))
         if len(set(names)) != len(names):
             raise ScenarioError(path, "a schedule is listed twice", "each accepted schedule once")
-    recompute = DEFAULT_SHAPE.recompute
+    recompute = _SHAPE["recompute"].default
     if "recompute" in raw:
         recompute = raw["recompute"][0]
         if not isinstance(recompute, bool):
             raise ScenarioError(raw["recompute"][1], f"got {_describe(recompute)}", "true or false")
     return JobShape(
         micro_batch_size=b,
-        seq_len=integer("seq_len", DEFAULT_SHAPE.seq_len),
+        seq_len=integer("seq_len"),
         num_microbatches=m,
-        gpus_per_stage=integer("gpus_per_stage", DEFAULT_SHAPE.gpus_per_stage),
+        gpus_per_stage=integer("gpus_per_stage"),
         data_parallel=d,
         sizing=sizing,
         pipeline_stages=stages,
-        max_stages=integer("max_stages", None),
+        max_stages=integer("max_stages"),
         pipeline_schedules=names,
-        virtual_stages=integer("virtual_stages", None),
-        context_parallel=integer("context_parallel", DEFAULT_SHAPE.context_parallel),
+        virtual_stages=integer("virtual_stages"),
+        context_parallel=integer("context_parallel"),
         recompute=recompute,
     )
 
@@ -943,12 +889,12 @@ def _job_classes(
     classes, checks = [], []
     names: set[str] = set()
     for path, item in section.items("job_classes", "job class mappings {name, weight, models, ...}"):
-        entry = _Section(item, path, _CLASS_KEYS)
-        name = entry.string("name", default=f"class-{len(classes)}")
+        entry = _Section(item, path, "job_class")
+        name = entry.get("name", default=f"class-{len(classes)}")
         if name in names:
             raise ScenarioError(entry.at("name"), f"duplicate class name {name!r}", "a name used by one class only")
         names.add(name)
-        weight = entry.number("weight", default=1.0, minimum=0.0, exclusive=True)
+        weight = entry.get("weight")
         class_models = models
         if entry.has("models"):
             class_models = [(p, _model(m, p, default_name=f"{name}-model-{i}")) for i, (p, m) in enumerate(
@@ -969,11 +915,11 @@ def _job_classes(
 def _workload(section: _Section, base_dir: Path) -> tuple[WorkloadSpec, list[tuple[JobShape, list[tuple[str, ModelSpec]], str]]]:
     """The workload recipe, and the feasibility checks it needs: per job shape, its models (each with the key path
     that introduced it) and the key path of the shape."""
-    arrival = section.section("arrival", ("process", "mean_interarrival_h"), required=True)
-    process = arrival.string("process", choices=ARRIVAL_PROCESSES)
+    arrival = section.section("arrival")
+    process = arrival.get("process")
     mean_interarrival_s = 0.0
     if process == "poisson":
-        mean_interarrival_s = seconds_from_hours(arrival.number("mean_interarrival_h", minimum=0.0, exclusive=True))
+        mean_interarrival_s = seconds_from_hours(arrival.get("mean_interarrival_h", default=_MISSING))
     elif arrival.has("mean_interarrival_h"):
         raise ScenarioError(
             arrival.at("mean_interarrival_h"), f"has no effect with process {process}", "it only with process: poisson"
@@ -999,8 +945,8 @@ def _workload(section: _Section, base_dir: Path) -> tuple[WorkloadSpec, list[tup
     classes: list[JobClass] = []
     trace: tuple[TraceJob, ...] = ()
     if is_trace:
-        rows = _trace(section.section("trace", ("csv",), required=True), base_dir, [m for _, m in models], datasets, base)
-        num_jobs = section.integer("num_jobs", default=len(rows))
+        rows = _trace(section.section("trace", required=True), base_dir, [m for _, m in models], datasets, base)
+        num_jobs = section.get("num_jobs", default=len(rows))
         if num_jobs > len(rows):
             raise ScenarioError(
                 section.at("num_jobs"), f"{num_jobs} jobs but the trace has {len(rows)} rows", f"at most {len(rows)}"
@@ -1023,7 +969,7 @@ def _workload(section: _Section, base_dir: Path) -> tuple[WorkloadSpec, list[tup
                 f"given with arrival process {process}",
                 "a trace only with arrival: {process: trace}",
             )
-        num_jobs = section.integer("num_jobs")
+        num_jobs = section.get("num_jobs", default=_MISSING)
         if has_classes:
             classes, checks = _job_classes(section, base, models, datasets)
             for _, class_models, _ in checks:  # every model and dataset of the classes, listed once
@@ -1040,7 +986,7 @@ def _workload(section: _Section, base_dir: Path) -> tuple[WorkloadSpec, list[tup
         seq_len=shape.seq_len,
         num_microbatches=shape.num_microbatches,
         gpus_per_stage=shape.gpus_per_stage,
-        epochs=section.number("epochs", default=1.0, minimum=0.0, exclusive=True),
+        epochs=section.get("epochs"),
         max_stages=shape.max_stages,
         trace=trace,
         data_parallel=shape.data_parallel,
@@ -1068,22 +1014,22 @@ def _catalog_entry(item: str, path: str, catalog: dict[str, Any], kind: str, inl
 def _model(item: Any, path: str, default_name: str) -> ModelSpec:
     if isinstance(item, str):
         return _catalog_entry(item, path, MODEL_CATALOG, "model", "{params_b, layers, hidden}")
-    section = _Section(item, path, _MODEL_KEYS)
+    section = _Section(item, path, "model")
     return ModelSpec(
-        name=section.string("name", default=default_name),
-        params_b=section.number("params_b", minimum=0.0, exclusive=True),
-        layers=section.integer("layers", minimum=1),
-        hidden=section.integer("hidden", minimum=1),
+        name=section.get("name", default=default_name),
+        params_b=section.get("params_b"),
+        layers=section.get("layers"),
+        hidden=section.get("hidden"),
     )
 
 
 def _dataset(item: Any, path: str) -> DatasetSpec:
     if isinstance(item, str):
         return _catalog_entry(item, path, DATASET_CATALOG, "dataset", "{name, tokens}")
-    section = _Section(item, path, _DATASET_KEYS)
+    section = _Section(item, path, "dataset")
     return DatasetSpec(
-        name=section.string("name"),
-        tokens=section.number("tokens", minimum=0.0, exclusive=True),
+        name=section.get("name"),
+        tokens=section.get("tokens"),
         source="inline in the scenario file",
     )
 
@@ -1122,7 +1068,7 @@ def _trace(
     cell keeps the workload's value.
     """
     path = section.at("csv")
-    file = base_dir / section.string("csv")
+    file = base_dir / section.get("csv")
     expected_columns = (
         "columns submit_time_s, model, and dataset or iterations (optional: " + ", ".join(TRACE_SHAPE_COLUMNS) + ")"
     )
@@ -1211,24 +1157,15 @@ def _trace(
     return sorted(jobs, key=lambda row: row[1].submit_time_s)
 
 
-_RANDOMIZE_KEYS = (
-    "bandwidth_scale",
-    "gpu_scale",
-    "gpu_types",
-    "constant_price_prob",
-    "num_jobs",
-    "arrival_scale",
-    "batch_arrival_prob",
-)
-
-
 def _randomize(section: _Section | None, gpu_types: dict[str, GpuType], workload: WorkloadSpec) -> RandomizeSpec:
     if section is None:
         return RandomizeSpec()
-    ranges: dict[str, Any] = {key: _range(section, key) for key in ("bandwidth_scale", "gpu_scale", "arrival_scale")}
-    ranges["num_jobs"] = _range(section, "num_jobs", integer=True)
-    for key in ("constant_price_prob", "batch_arrival_prob"):
-        ranges[key] = section.number(key, default=None, minimum=0.0, maximum=1.0)
+    ranges: dict[str, Any] = {}
+    for key, declared in section.declared.items():
+        if declared.kind in ("range", "int_range"):
+            ranges[key] = _range(section, key, integer=declared.kind == "int_range")
+        elif declared.kind == "number":
+            ranges[key] = section.get(key)
     if section.has("gpu_types"):
         names = []
         for path, name in section.items("gpu_types", "GPU names"):
@@ -1394,7 +1331,7 @@ def _check_model(
     )
     if sizing is None:
         counts_text = "even at one stage per layer"
-        if any(name not in (ONE_F_ONE_B, schedules.GPIPE) for name in names):
+        if any(name not in (schedules.ONE_F_ONE_B, schedules.GPIPE) for name in names):
             counts_text = f"at any stage count that {', '.join(names)} can run"
         raise ScenarioError(
             scale_path if scale_path == "randomize.gpu_types" else model_path,

@@ -1,8 +1,12 @@
 """Layer 4: a JSON Schema (draft 2020-12) of scenario files, for editors that complete and check YAML.
 
-The schema states the keys, types and simple ranges of :mod:`geopipe_env.loader`; the loader stays the authority
-(cross-field rules such as "exactly one price per region" or "every job fits the world" are its alone). The key
-sets are the loader's own tuples, so a key added there without a type here fails ``tests/test_schema.py``.
+The schema is generated from the declarations of :mod:`geopipe_env.scenario_format` (each key's type, range,
+choices and meaning), so it states exactly the keys the loader reads. The loader stays the authority on the rules
+that tie keys together ("exactly one price per region", "every job fits the world").
+
+A file that ``extends`` another may leave out what it inherits: mappings merge key by key, so a section such as
+``network`` may be partial there. The keys a complete file needs are therefore required only in a file without
+``extends``; the entries of a list (regions, job classes, inline models) replace the base's and are always complete.
 
 ``python -m geopipe_env.schema`` prints it; the package ships it as ``geopipe_env/data/scenario.schema.json``.
 With the YAML language server, a file opts in with ``# yaml-language-server: $schema=<path to that file>``.
@@ -14,11 +18,12 @@ import json
 import sys
 from typing import Any
 
-from geopipe_env import bundled, loader
-from geopipe_env.physics.schedule import SCHEDULES
-from geopipe_env.scenario import PIPELINE_SIZINGS
+from geopipe_env.scenario_format import SCHEMA_VERSION, SECTIONS, Key
 
 SCHEMA_ID = "https://geopipe.invalid/scenario.schema.json"  # a name, not a location: nothing is fetched
+# Sections whose required keys depend on other keys, which the loader checks: a gpus entry overriding a catalog GPU
+# may give any subset of fields, and a matrix pair takes bandwidth_gbps only under rule matrix.
+CONTEXTUAL = ("gpu", "link")
 
 
 def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
@@ -36,203 +41,88 @@ def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def _number(minimum: float | None = None, exclusive: bool = False, maximum: float | None = None) -> dict[str, Any]:
-    schema: dict[str, Any] = {"type": "number"}
-    if minimum is not None:
-        schema["exclusiveMinimum" if exclusive else "minimum"] = minimum
-    if maximum is not None:
-        schema["maximum"] = maximum
+def _number(declared: Key, kind: str = "number") -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": kind}
+    if declared.minimum is not None:
+        schema["exclusiveMinimum" if declared.exclusive else "minimum"] = declared.minimum
+    if declared.maximum is not None:
+        schema["maximum"] = declared.maximum
     return schema
 
 
-def _integer(minimum: int | None = 1) -> dict[str, Any]:
-    return {"type": "integer"} if minimum is None else {"type": "integer", "minimum": minimum}
+POSITIVE_NUMBER = {"type": "number", "exclusiveMinimum": 0.0}
+COUNT = {"type": "integer", "minimum": 1}
 
 
-def _object(properties: dict[str, Any], keys: tuple[str, ...], required: tuple[str, ...] = ()) -> dict[str, Any]:
-    """A mapping with exactly the loader's ``keys``; every optional property may also be null."""
-    if set(properties) != set(keys):  # the loader's keys and these types must agree
-        raise ValueError(f"schema and loader disagree on keys {sorted(set(properties) ^ set(keys))}")
-    props = {k: (v if k in required else _nullable(v)) for k, v in properties.items()}
-    schema: dict[str, Any] = {"type": "object", "properties": props, "additionalProperties": False}
+def _value(declared: Key, complete: bool) -> dict[str, Any]:
+    """The schema of one key's value; ``complete`` as for :func:`_section`."""
+    kind, names = declared.kind, list(declared.choice_names())
+    if kind in ("number", "integer"):
+        return _number(declared, kind)
+    if kind == "boolean":
+        return {"type": "boolean"}
+    if kind in ("string", "time"):
+        return {"type": "string", "minLength": 1}
+    if kind == "const":
+        return {"const": declared.default}
+    if kind == "choice":
+        return {"enum": names}
+    if kind == "choices":
+        return {"type": "array", "items": {"enum": names}, "minItems": 1, "uniqueItems": True}
+    if kind == "names":
+        return {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1}
+    if kind in ("range", "int_range"):
+        item = COUNT if kind == "int_range" else POSITIVE_NUMBER
+        return {"type": "array", "prefixItems": [item, item], "minItems": 2, "maxItems": 2}
+    if kind == "items":
+        item = _section(declared.keys, complete=True)
+        if names:
+            item = {"anyOf": [{"type": "string", "description": "a catalog key: " + ", ".join(names)}, item]}
+        return {"type": "array", "items": item, "minItems": 1}
+    if kind == "section":
+        return _section(declared.keys, complete)
+    entry = _section(declared.keys, complete)
+    if kind == "entries":
+        return {"type": "object", "additionalProperties": entry}
+    return {"type": "object", "additionalProperties": {"type": "object", "additionalProperties": entry}}  # matrix
+
+
+def _section(section: str, complete: bool) -> dict[str, Any]:
+    """A mapping with exactly the section's keys, each described by its meaning; an optional key may also be null.
+    ``complete``: its required keys are required here, as in a list's entries, which no file merges (else they are
+    required only in a file without ``extends``)."""
+    properties = {}
+    required = [k.name for k in SECTIONS[section] if k.required] if complete and section not in CONTEXTUAL else []
+    for declared in SECTIONS[section]:
+        value = _value(declared, complete)
+        if declared.name not in required:
+            value = _nullable(value)
+        properties[declared.name] = {**value, "description": declared.meaning}
+    schema: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
     if required:
-        schema["required"] = list(required)
+        schema["required"] = required
     return schema
 
 
-POSITIVE = _number(0.0, exclusive=True)
-NON_NEGATIVE = _number(0.0)
-PROBABILITY = _number(0.0, maximum=1.0)
-RANGE = {"type": "array", "prefixItems": [POSITIVE, POSITIVE], "minItems": 2, "maxItems": 2}
-
-
-def _shape_properties() -> dict[str, Any]:
-    return {
-        "micro_batch_size": _integer(),
-        "seq_len": _integer(),
-        "num_microbatches": _integer(),
-        "global_batch_size": _integer(),
-        "gpus_per_stage": _integer(),
-        "data_parallel": _integer(),
-        "pipeline_sizing": {"enum": list(PIPELINE_SIZINGS)},
-        "pipeline_stages": _integer(),
-        "max_stages": _integer(),
-        "pipeline_schedule": {"enum": list(SCHEDULES)},
-        "pipeline_schedules": {"type": "array", "items": {"enum": list(SCHEDULES)}, "minItems": 1, "uniqueItems": True},
-        "virtual_stages": _integer(),
-        "context_parallel": _integer(),
-        "recompute": {"type": "boolean"},
-    }
+def _required_in_a_complete_file(section: str) -> dict[str, Any]:
+    """The keys a file without ``extends`` must give, down through the mappings that merge."""
+    schema: dict[str, Any] = {"required": [k.name for k in SECTIONS[section] if k.required]}
+    nested = {k.name: _required_in_a_complete_file(k.keys) for k in SECTIONS[section] if k.kind == "section"}
+    nested = {name: sub for name, sub in nested.items() if sub["required"] or sub.get("properties")}
+    if nested:
+        schema["properties"] = nested
+    return schema
 
 
 def scenario_json_schema() -> dict[str, Any]:
     """The JSON Schema of a scenario file (schema v1)."""
-    model = {
-        "anyOf": [
-            {"type": "string", "description": "a catalog key: " + ", ".join(loader.MODEL_CATALOG)},
-            _object(
-                {"name": {"type": "string"}, "params_b": POSITIVE, "layers": _integer(), "hidden": _integer()},
-                loader._MODEL_KEYS,
-                required=("params_b", "layers", "hidden"),
-            ),
-        ]
-    }
-    dataset = {
-        "anyOf": [
-            {"type": "string", "description": "a catalog key: " + ", ".join(loader.DATASET_CATALOG)},
-            _object({"name": {"type": "string"}, "tokens": POSITIVE}, loader._DATASET_KEYS, required=("name", "tokens")),
-        ]
-    }
-    gpu = {
-        "type": "object",
-        "properties": {
-            "tflops": POSITIVE, "memory_gb": POSITIVE, "busy_watts": POSITIVE, "idle_watts": NON_NEGATIVE,
-            "kernel_efficiency": _number(0.0, exclusive=True, maximum=1.0),
-        },
-        "additionalProperties": False,
-    }
-    region = _object(
-        {
-            "id": {"type": "string", "minLength": 1},
-            "gpu": {"type": "string", "description": "a GPU type: " + ", ".join(loader.GPU_CATALOG) + ", or one under gpus"},
-            "num_gpus": _integer(),
-            "access_bandwidth_gbps": POSITIVE,
-            "pue": _number(1.0),
-            "price_usd_per_kwh": NON_NEGATIVE,
-            "price_market": {"enum": list(bundled.price_markets())},
-            "price_csv": _object(
-                {"path": {"type": "string"}, "column": {"type": "string"}, "unit": {"enum": ["usd_per_mwh", "usd_per_kwh"]}},
-                loader._PRICE_CSV_KEYS,
-                required=loader._PRICE_CSV_KEYS,
-            ),
-            "carbon_g_per_kwh": NON_NEGATIVE,
-            "carbon_zone": {"enum": list(bundled.carbon_zones())},
-        },
-        loader._REGION_KEYS,
-        required=("id", "gpu", "num_gpus"),
-    )
-    link = {
-        "type": "object",
-        "properties": {"bandwidth_gbps": POSITIVE, "latency_ms": NON_NEGATIVE},
-        "additionalProperties": False,
-    }
-    network = _object(
-        {
-            "rule": {"enum": list(loader.RULES)},
-            "matrix": {"type": "object", "additionalProperties": {"type": "object", "additionalProperties": link}},
-            "intra_region": {
-                "type": "object",
-                "properties": {"bandwidth_gbps": POSITIVE, "latency_ms": NON_NEGATIVE},
-                "additionalProperties": False,
-            },
-            "default_latency_ms": NON_NEGATIVE,
-            "background": _object(
-                {
-                    "mean_fraction": _number(0.0, maximum=loader.MAX_BACKGROUND_FRACTION),
-                    "amplitude_fraction": NON_NEGATIVE,
-                    "period_h": POSITIVE,
-                    "phase_h": {"type": "number"},
-                },
-                loader._BACKGROUND_KEYS,
-                required=("mean_fraction",),
-            ),
-        },
-        loader._NETWORK_KEYS,
-        required=("rule",),
-    )
-    job_class = _object(
-        {
-            "name": {"type": "string"},
-            "weight": POSITIVE,
-            "models": {"type": "array", "items": model, "minItems": 1},
-            "datasets": {"type": "array", "items": dataset, "minItems": 1},
-            **_shape_properties(),
-        },
-        loader._CLASS_KEYS,
-    )
-    workload = _object(
-        {
-            "num_jobs": _integer(),
-            "arrival": _object(
-                {"process": {"enum": list(loader.ARRIVAL_PROCESSES)}, "mean_interarrival_h": POSITIVE},
-                ("process", "mean_interarrival_h"),
-                required=("process",),
-            ),
-            "models": {"type": "array", "items": model, "minItems": 1},
-            "datasets": {"type": "array", "items": dataset, "minItems": 1},
-            "epochs": POSITIVE,
-            "trace": _object({"csv": {"type": "string"}}, ("csv",), required=("csv",)),
-            "job_classes": {"type": "array", "items": job_class, "minItems": 1},
-            **_shape_properties(),
-        },
-        loader._WORKLOAD_KEYS,
-    )
-    top = _object(
-        {
-            "extends": {"type": "string", "description": "a built-in scenario name or a path to a YAML file"},
-            "version": {"const": loader.SCHEMA_VERSION},
-            "name": {"type": "string"},
-            "horizon_h": POSITIVE,
-            "start_utc": {"type": "string", "description": 'an ISO 8601 UTC time on a whole hour, or "random"'},
-            "mfu": _number(0.0, exclusive=True, maximum=1.0),
-            "pipeline_schedule": {"enum": list(SCHEDULES)},
-            "virtual_stages": _integer(),
-            "bill_idle_capacity": {"type": "boolean"},
-            "gpus": {"type": "object", "additionalProperties": gpu},
-            "regions": {"type": "array", "items": region, "minItems": 1},
-            "network": network,
-            "workload": workload,
-            "randomize": _object(
-                {
-                    "bandwidth_scale": RANGE,
-                    "gpu_scale": RANGE,
-                    "gpu_types": {
-                        "type": "array",
-                        "items": {"type": "string"},
-                        "minItems": 1,
-                        "description": "GPU types each region draws from: " + ", ".join(loader.GPU_CATALOG) + ", or ones under gpus",
-                    },
-                    "constant_price_prob": PROBABILITY,
-                    "num_jobs": {"type": "array", "prefixItems": [_integer(), _integer()], "minItems": 2, "maxItems": 2},
-                    "arrival_scale": RANGE,
-                    "batch_arrival_prob": PROBABILITY,
-                },
-                loader._RANDOMIZE_KEYS,
-            ),
-            "objective": _object({"cost_weight": NON_NEGATIVE}, ("cost_weight",)),
-        },
-        loader._TOP_KEYS,
-    )
-    # A file that extends another may leave out what it inherits; any other file gives the required sections.
+    top = _section("top", complete=False)
     top["if"] = {"not": {"required": ["extends"]}}
-    top["then"] = {
-        "required": ["horizon_h", "regions", "network", "workload"],
-        "properties": {"workload": {"required": ["arrival"]}},
-    }
+    top["then"] = _required_in_a_complete_file("top")
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": SCHEMA_ID,
-        "title": "GeoPipe scenario file (schema v1)",
+        "title": f"GeoPipe scenario file (schema v{SCHEMA_VERSION})",
         **top,
     }
 
