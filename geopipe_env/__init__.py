@@ -19,6 +19,7 @@ ENV_IDS = {
     "GeoPipe-Paper24-v0": "paper-24",
     "GeoPipe-Toy-v0": "toy",
     "GeoPipe-Small-v0": "small",
+    "GeoPipe-Trace-v0": "geopipe-v0-philly",
 }
 
 for _env_id, _scenario in ENV_IDS.items():

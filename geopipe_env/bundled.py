@@ -1,7 +1,9 @@
 """Layer 2: read the real data bundled under ``geopipe_env/data/``.
 
-Hourly 2023 electricity prices (23 markets) and grid carbon intensity (16 zones), and the joined ``geo10``
-matrices of measured inter-region RTT and throughput. Provenance and licences are in ``data/LICENSES.md``.
+Hourly 2023 electricity prices (23 markets) and grid carbon intensity (16 zones), the joined ``geo10``
+matrices of measured inter-region RTT and throughput, and public job traces (the Philly trace's submit times and
+GPU-times, with per-cluster summaries of Philly, Helios and the Acme LLM clusters). Provenance and licences are in
+``data/LICENSES.md``.
 
 Every loader is cached, and every returned array is read-only, so that scenarios built from the same market
 share one array and no caller can change another's data.
@@ -11,6 +13,8 @@ from __future__ import annotations
 
 import csv
 import json
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
 
@@ -91,3 +95,75 @@ def geo10_matrix(name: str) -> tuple[tuple[str, ...], np.ndarray]:
     rows = data["matrices"][name]["values"]
     values = np.array([[np.nan if v is None else float(v) for v in row] for row in rows], dtype=np.float64)
     return tuple(data["region_ids"]), _read_only(values)
+
+
+# Bundled job traces by name: the file and its columns (submission time, run time in seconds, GPUs, GPU-seconds).
+JOB_TRACES = {"philly": "philly_jobs_pollux.csv"}
+# Per-cluster summaries of public traces, for checking the bundled traces' statistics (benchmarks/trace_stats.py).
+TRACE_SUMMARIES = {"acme": "acmetrace_cluster_summary.csv", "helios": "helios_cluster_summary.csv"}
+
+
+@dataclass(frozen=True, eq=False)
+class JobTrace:
+    """A job trace, sorted by submission time (stably). Arrays are read-only, one entry per job.
+
+    Attributes:
+        name: the trace's name in :data:`JOB_TRACES`.
+        submit_s: submission times, seconds after the first.
+        duration_s: run times, seconds.
+        num_gpus: GPUs per job.
+        gpu_seconds: ``duration_s × num_gpus``.
+        gpu_time_quantile: each job's mid-rank quantile of GPU-time among all the trace's jobs, in (0, 1): the
+            fraction of jobs with less GPU-time plus half of those with as much.
+    """
+
+    name: str
+    submit_s: np.ndarray
+    duration_s: np.ndarray
+    num_gpus: np.ndarray
+    gpu_seconds: np.ndarray
+    gpu_time_quantile: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.submit_s)
+
+
+def job_traces() -> tuple[str, ...]:
+    """Names of the bundled job traces."""
+    return tuple(JOB_TRACES)
+
+
+@lru_cache(maxsize=None)
+def job_trace(name: str) -> JobTrace:
+    """A bundled job trace by name (:func:`job_traces`)."""
+    if name not in JOB_TRACES:
+        raise KeyError(f"{name!r} is not a bundled job trace; valid: {', '.join(JOB_TRACES)}")
+    with open(DATA_DIR / JOB_TRACES[name], newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    # The timestamps carry no time zone (Philly's are US-Pacific wall-clock times): read as UTC, so that every
+    # machine gets the same gaps.
+    submit = np.array([datetime.fromisoformat(r["timestamp"]).replace(tzinfo=timezone.utc).timestamp() for r in rows])
+    order = np.argsort(submit, kind="stable")
+    duration = np.array([float(r["duration"]) for r in rows])[order]
+    gpus = np.array([int(r["num_gpus"]) for r in rows], dtype=np.int64)[order]
+    gpu_seconds = np.array([float(r["gpu_time"]) for r in rows])[order]
+    ranked = np.sort(gpu_seconds)
+    below = np.searchsorted(ranked, gpu_seconds, side="left")
+    at_most = np.searchsorted(ranked, gpu_seconds, side="right")
+    return JobTrace(
+        name=name,
+        submit_s=_read_only(submit[order] - submit[order][0]),
+        duration_s=_read_only(duration),
+        num_gpus=_read_only(gpus),
+        gpu_seconds=_read_only(gpu_seconds),
+        gpu_time_quantile=_read_only((below + at_most) / (2.0 * len(rows))),
+    )
+
+
+@lru_cache(maxsize=None)
+def trace_summary(name: str) -> dict[str, dict[str, float]]:
+    """A bundled per-cluster summary (:data:`TRACE_SUMMARIES`): cluster → column → value (empty cells left out)."""
+    if name not in TRACE_SUMMARIES:
+        raise KeyError(f"{name!r} is not a bundled trace summary; valid: {', '.join(TRACE_SUMMARIES)}")
+    with open(DATA_DIR / TRACE_SUMMARIES[name], newline="", encoding="utf-8") as f:
+        return {row["id"]: {k: float(v) for k, v in row.items() if k != "id" and v} for row in csv.DictReader(f)}

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from geopipe_env import bundled
 from geopipe_env.caches import BoundedDict
 from geopipe_env.physics import pipeline
 from geopipe_env.physics.energy import HourlyIntegral, gpu_power_w
@@ -198,6 +199,9 @@ def _sample_arrivals(scenario: Scenario, rng: np.random.Generator) -> list[tuple
         rows = wl.trace[: wl.num_jobs]
         return [(r.submit_time_s, r.model, r.dataset, r.iterations, r.shape or wl.shape) for r in rows]
     num_jobs = int(rng.integers(rand.num_jobs[0], rand.num_jobs[1] + 1)) if rand.num_jobs else wl.num_jobs
+    if wl.arrival.process == "replay":
+        mean_s = wl.arrival.mean_interarrival_s * (rng.uniform(*rand.arrival_scale) if rand.arrival_scale else 1.0)
+        return _replayed(wl, num_jobs, mean_s, rng)
     batch = wl.arrival.process != "poisson"
     if not batch and rand.batch_arrival_prob is not None:
         batch = bool(rng.random() < rand.batch_arrival_prob)
@@ -225,6 +229,43 @@ def _sample_arrivals(scenario: Scenario, rng: np.random.Generator) -> list[tuple
         (t, c.models[picks[2 * i]], c.datasets[picks[2 * i + 1]], None, c.shape)
         for i, (t, c) in enumerate(zip(times.tolist(), (classes[k] for k in drawn.tolist())))
     ]
+
+
+def replay_kinds(wl) -> list[tuple[float, object, object, JobShape]]:
+    """The kinds of job a replay maps trace jobs onto: (probability, model, dataset, shape) per class, model and
+    dataset, with the probability a Poisson workload draws it (the class's weight, then model and dataset uniformly),
+    sorted by training compute, parameters × tokens (6·N·D FLOPs per epoch; Kaplan et al. 2020), ties in file
+    order. At one efficiency, compute orders GPU-time."""
+    classes = wl.job_classes()
+    total = sum(c.weight for c in classes)
+    kinds = [
+        (c.weight / total / (len(c.models) * len(c.datasets)), model, dataset, c.shape)
+        for c in classes
+        for model in c.models
+        for dataset in c.datasets
+    ]
+    return sorted(kinds, key=lambda kind: kind[1].params_b * kind[2].tokens)
+
+
+def _replayed(wl, num_jobs: int, mean_s: float, rng: np.random.Generator) -> list[tuple[float, object, object, None, JobShape]]:
+    """``num_jobs`` jobs replayed from the workload's bundled trace: the trace's jobs ``first + 1 … first +
+    num_jobs`` after a uniformly drawn ``first``, arriving at the trace's gaps scaled so that their mean is
+    ``mean_s`` (a window whose jobs all came in the same second arrives at once, at t = 0).
+
+    A job's kind (:func:`replay_kinds`) follows its GPU-time: its quantile among all the trace's jobs falls in one
+    kind's band of the kinds' cumulative probabilities, smallest compute first. The trace's large jobs become the
+    large kinds, and over the whole trace each kind comes as often as a Poisson workload draws it.
+    """
+    trace = bundled.job_trace(wl.arrival.source)
+    first = int(rng.integers(0, len(trace) - num_jobs))
+    gaps = np.diff(trace.submit_s[first : first + num_jobs + 1])
+    total = float(gaps.sum())
+    times = np.cumsum(gaps) * (num_jobs * mean_s / total) if total > 0 else np.zeros(num_jobs)
+    kinds = replay_kinds(wl)
+    upper = np.cumsum([kind[0] for kind in kinds])
+    quantiles = trace.gpu_time_quantile[first + 1 : first + num_jobs + 1]
+    picks = np.minimum(np.searchsorted(upper, quantiles * upper[-1], side="right"), len(kinds) - 1)
+    return [(t, kinds[k][1], kinds[k][2], None, kinds[k][3]) for t, k in zip(times.tolist(), picks.tolist())]
 
 
 def _weighted_indices(rng: np.random.Generator, p: np.ndarray, size: int) -> np.ndarray:

@@ -918,12 +918,18 @@ def _workload(section: _Section, base_dir: Path) -> tuple[WorkloadSpec, list[tup
     arrival = section.section("arrival")
     process = arrival.get("process")
     mean_interarrival_s = 0.0
-    if process == "poisson":
+    timed = process in ("poisson", "replay")
+    if timed:
         mean_interarrival_s = seconds_from_hours(arrival.get("mean_interarrival_h", default=_MISSING))
     elif arrival.has("mean_interarrival_h"):
         raise ScenarioError(
-            arrival.at("mean_interarrival_h"), f"has no effect with process {process}", "it only with process: poisson"
+            arrival.at("mean_interarrival_h"), f"has no effect with process {process}", "it only with process: poisson or replay"
         )
+    source = None
+    if process == "replay":
+        source = arrival.get("source", default=_MISSING)
+    elif arrival.has("source"):
+        raise ScenarioError(arrival.at("source"), f"has no effect with process {process}", "it only with process: replay")
     is_trace = process == "trace"
     has_classes = section.has("job_classes")
     if is_trace and has_classes:
@@ -970,6 +976,8 @@ def _workload(section: _Section, base_dir: Path) -> tuple[WorkloadSpec, list[tup
                 "a trace only with arrival: {process: trace}",
             )
         num_jobs = section.get("num_jobs", default=_MISSING)
+        if source is not None:
+            _check_replay_length(section.at("num_jobs"), num_jobs, source)
         if has_classes:
             classes, checks = _job_classes(section, base, models, datasets)
             for _, class_models, _ in checks:  # every model and dataset of the classes, listed once
@@ -979,7 +987,7 @@ def _workload(section: _Section, base_dir: Path) -> tuple[WorkloadSpec, list[tup
 
     workload = WorkloadSpec(
         num_jobs=num_jobs,
-        arrival=ArrivalSpec(process=process, mean_interarrival_s=mean_interarrival_s),
+        arrival=ArrivalSpec(process=process, mean_interarrival_s=mean_interarrival_s, source=source),
         models=tuple(m for _, m in models),
         datasets=tuple(datasets),
         micro_batch_size=shape.micro_batch_size,
@@ -1176,14 +1184,23 @@ def _randomize(section: _Section | None, gpu_types: dict[str, GpuType], workload
             names.append(gpu_types[name.casefold()])
         ranges["gpu_types"] = tuple(names)
     process = workload.arrival.process
-    for key in ("arrival_scale", "batch_arrival_prob"):
-        if ranges[key] is not None and process != "poisson":
+    for key, processes in (("arrival_scale", ("poisson", "replay")), ("batch_arrival_prob", ("poisson",))):
+        if ranges[key] is not None and process not in processes:
             raise ScenarioError(
-                section.at(key), f"the workload's arrival process is {process!r}", "workload.arrival.process: poisson"
+                section.at(key), f"the workload's arrival process is {process!r}", f"workload.arrival.process: {' or '.join(processes)}"
             )
     if ranges["num_jobs"] is not None and process == "trace":
         raise ScenarioError(section.at("num_jobs"), "the jobs come from a trace", "a poisson or batch workload")
+    if ranges["num_jobs"] is not None and workload.arrival.source is not None:
+        _check_replay_length(section.at("num_jobs"), ranges["num_jobs"][1], workload.arrival.source)
     return RandomizeSpec(**ranges)
+
+
+def _check_replay_length(path: str, num_jobs: int, source: str) -> None:
+    """A replay of ``num_jobs`` jobs takes ``num_jobs + 1`` consecutive jobs of its trace (one gap before each)."""
+    available = len(bundled.job_trace(source)) - 1
+    if num_jobs > available:
+        raise ScenarioError(path, f"{num_jobs} jobs, but the {source} trace holds {available + 1}", f"at most {available}")
 
 
 def _range(section: _Section, key: str, integer: bool = False) -> tuple | None:

@@ -131,10 +131,12 @@ class NetworkSpec:
 
 @dataclass(frozen=True, slots=True)
 class ArrivalSpec:
-    """How jobs arrive: ``batch`` (all at t=0), ``poisson`` or ``trace`` (times from a CSV)."""
+    """How jobs arrive: ``batch`` (all at t=0), ``poisson``, ``trace`` (times from a CSV) or ``replay`` (the gaps
+    of a bundled job trace, named by ``source``, scaled to ``mean_interarrival_s``)."""
 
     process: str
     mean_interarrival_s: float = 0.0
+    source: str | None = None
 
 
 SIZING_KSTAR = "kstar"  # K* = argmin_K T_iter(K) on a reference placement (BACE-Pipe's rule)

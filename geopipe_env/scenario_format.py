@@ -30,7 +30,7 @@ DEFAULT_INTRA_BANDWIDTH_GBPS = 100.0  # within-instance figure of DT-FM (DS3Lab/
 DEFAULT_INTRA_LATENCY_MS = 0.05  # assumed: a hop inside one region's datacenter
 DEFAULT_BACKGROUND_PERIOD_H = 24.0  # diurnal
 RULES = ("endpoint_mean", "matrix")
-ARRIVAL_PROCESSES = ("batch", "poisson", "trace")
+ARRIVAL_PROCESSES = ("batch", "poisson", "trace", "replay")
 PRICE_UNITS = {"usd_per_mwh": 1.0 / 1000.0, "usd_per_kwh": 1.0}  # factor to USD/kWh
 
 
@@ -301,9 +301,14 @@ SECTIONS: dict[str, tuple[Key, ...]] = {
     ),
     "arrival": (
         Key("process", "choice", "`batch`: all at t = 0; `poisson`: exponential gaps of `mean_interarrival_h`; "
-            "`trace`: the rows of `workload.trace.csv`", default=REQUIRED, choices=_fixed(*ARRIVAL_PROCESSES)),
-        Key("mean_interarrival_h", "number", "only with `process: poisson`, where it is required", "hours",
-            default_text="—", **POSITIVE),
+            "`trace`: the rows of `workload.trace.csv`; `replay`: the gaps and GPU-times of consecutive jobs of a "
+            "bundled trace (`source`), re-timed to `mean_interarrival_h` (see below)", default=REQUIRED,
+            choices=_fixed(*ARRIVAL_PROCESSES)),
+        Key("mean_interarrival_h", "number", "the mean gap between arrivals, and so the offered load; with `process: "
+            "poisson` or `replay`, where it is required", "hours", default_text="—", **POSITIVE),
+        Key("source", "choice", "the bundled job trace a `replay` draws from (the Philly trace: Jeon et al., USENIX "
+            "ATC 2019, CC BY 4.0); only with `process: replay`, where it is required", default_text="—",
+            choices=bundled.job_traces),
     ),
     "trace": (
         Key("csv", "string", "the trace file (see below), relative to the YAML file's folder (the working directory "
