@@ -167,3 +167,24 @@ def trace_summary(name: str) -> dict[str, dict[str, float]]:
         raise KeyError(f"{name!r} is not a bundled trace summary; valid: {', '.join(TRACE_SUMMARIES)}")
     with open(DATA_DIR / TRACE_SUMMARIES[name], newline="", encoding="utf-8") as f:
         return {row["id"]: {k: float(v) for k, v in row.items() if k != "id" and v} for row in csv.DictReader(f)}
+
+
+def trace_statistics(trace: JobTrace) -> dict[str, float]:
+    """A trace's job statistics under the column names of the bundled summaries (:func:`trace_summary`), so that
+    the two compare key by key: GPU jobs, GPUs per job and run times (s), with its arrival statistics beside them
+    (``span_days``, ``mean_gap_s``, ``gap_cv``: the coefficient of variation of the gaps, 1 for Poisson arrivals,
+    and ``zero_gap_share``)."""
+    gaps = np.diff(trace.submit_s)
+    return {
+        "gpu_job_num": float(len(trace)),
+        "avg_gpu_num": float(trace.num_gpus.mean()),
+        "med_gpu_num": float(np.median(trace.num_gpus)),
+        "max_gpu": float(trace.num_gpus.max()),
+        "avg_run_time_gpu": float(trace.duration_s.mean()),
+        "med_run_time_gpu": float(np.median(trace.duration_s)),
+        "max_run_time_gpu": float(trace.duration_s.max()),
+        "span_days": float(trace.submit_s[-1] / 86400.0),
+        "mean_gap_s": float(gaps.mean()),
+        "gap_cv": float(gaps.std() / gaps.mean()),
+        "zero_gap_share": float(np.mean(gaps == 0.0)),
+    }

@@ -153,3 +153,32 @@ def test_the_trace_world_runs_an_episode_with_only_valid_actions():
         obs, _, terminated, truncated, info = env.step(action)
         done, steps = terminated or truncated, steps + 1
     assert steps >= env.unwrapped.scenario.workload.num_jobs
+
+
+def test_the_extract_agrees_with_the_published_philly_summary_where_both_count_the_same_thing():
+    """GPUs per job (median and max) match AcmeTrace's row of the full Philly trace; the extract holds a subset of
+    its GPU jobs (benchmarks/trace_stats.py prints every statistic side by side)."""
+    ours = bundled.trace_statistics(bundled.job_trace("philly"))
+    published = bundled.trace_summary("acme")["Philly"]
+    assert ours["med_gpu_num"] == published["med_gpu_num"] == 1.0
+    assert ours["max_gpu"] == published["max_gpu"] == 128.0
+    assert ours["gpu_job_num"] < published["gpu_job_num"]
+    assert ours["gap_cv"] > 10.0 and 0.05 < ours["zero_gap_share"] < 0.1
+
+
+def test_replayed_episodes_keep_the_trace_burstiness_that_poisson_arrivals_lack(scenario):
+    """Over 100 episodes, a replay has simultaneous arrivals (same-second submissions) and episodes whose gaps vary
+    far more than exponential gaps do; the flagship's Poisson episodes have neither."""
+    def statistics(world_scenario) -> tuple[float, float]:
+        zero, cvs = [], []
+        for seed in range(100):
+            arrivals = np.array([job.arrival_s for job in sample_world(world_scenario, np.random.default_rng(seed)).jobs])
+            gaps = np.diff(np.concatenate(([0.0], arrivals)))
+            zero.append(np.mean(gaps == 0.0))
+            cvs.append(gaps.std() / gaps.mean())
+        return float(np.mean(zero)), float(np.quantile(cvs, 0.95))
+
+    zero, cv95 = statistics(scenario)
+    assert zero > 0.04 and cv95 > 1.8
+    zero, cv95 = statistics(load_builtin("geopipe-v0"))
+    assert zero == 0.0 and cv95 < 1.5
