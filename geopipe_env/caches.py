@@ -23,11 +23,13 @@ is ever read.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import hashlib
 import os
 import pickle
 import sqlite3
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,20 @@ STORE_SIZE_LIMIT_BYTES = 1 << 28  # 256 MiB on disk, then the oldest stored go f
 STORE_TIMEOUT_S = 1.0  # a store busy with another process's write for longer is passed over (a miss)
 STORE_BATCH = 64  # values written to the store in one transaction (one write costs about 300 µs alone, 36 µs so)
 _STORE_ERRORS = (OSError, sqlite3.Error, diskcache.Timeout)
+
+
+_STORES_PAUSED = threading.Event()
+
+
+@contextlib.contextmanager
+def stores_paused() -> Iterator[None]:
+    """Inside, every disk store answers nothing and keeps nothing: for work no user asked for (the env's warm-up
+    episodes), whose timings should neither come from nor go to the machine's store."""
+    _STORES_PAUSED.set()
+    try:
+        yield
+    finally:
+        _STORES_PAUSED.clear()
 
 
 class DiskStore:
@@ -87,6 +103,8 @@ class DiskStore:
 
     def get(self, key: Any) -> Any:
         """The value stored at ``key``, or None."""
+        if _STORES_PAUSED.is_set():
+            return None
         cache = self._open()
         if cache is None:
             return None
@@ -101,7 +119,7 @@ class DiskStore:
 
     def set(self, key: Any, value: Any) -> None:
         """Keep ``value`` at ``key`` (written with the next batch)."""
-        if self._open() is not None:
+        if not _STORES_PAUSED.is_set() and self._open() is not None:
             self._pending[self._digest(key)] = value
             if len(self._pending) >= STORE_BATCH:
                 self.flush()

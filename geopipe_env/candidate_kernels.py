@@ -14,18 +14,16 @@ from __future__ import annotations
 import numpy as np
 
 from geopipe_env.compiled import jit
-from geopipe_env.layout_table import LayoutTable, find_layout
+from geopipe_env.layout_table import find_layout
 from geopipe_env.physics.energy import cumulative_at, gpu_power_w, weighted_integral
 from geopipe_env.physics.network import is_stalled
 from geopipe_env.physics.pipeline import MODEL_EXECUTOR, iteration_total_s
-from geopipe_env.physics.schedule import MAX_SCHEDULES
 from geopipe_env.tables import (
     C_CARBON, C_COST, C_DEMAND, C_DURATION, C_ITERATION, C_RATE, C_STALLED, CAND_BANDWIDTH_SLACK, CAND_CARBON,
     CAND_COST, CAND_FEASIBLE, CAND_LOG_DURATION, CAND_LOG_ITERATION_VS_ISOLATED, CAND_SCHEDULE, CAND_STALLED,
-    CAND_WAN_HOPS, CANDIDATE_FEATURES,
-    C_SCHEDULE, J_ITERATIONS, J_PROFILE, LF_ALLREDUCE, LF_DEMAND, LF_MEMO_CADENCE, LF_MEMO_TOTAL, LF_WAN_BYTES, LI_KIND,
+    CAND_WAN_HOPS, C_SCHEDULE, J_ITERATIONS, J_PROFILE, LF_ALLREDUCE, LF_DEMAND, LF_MEMO_CADENCE, LF_MEMO_TOTAL, LF_WAN_BYTES, LI_KIND,
     LI_SCHEDULE, LI_WRAP,
-    NUM_CANDIDATE_FLOATS, P_FITS, P_MICROBATCHES, P_STAGE_GPUS, P_STAGES, P_TABLE_ID, PF_ADMIT_PER_FORWARD,
+    P_FITS, P_MICROBATCHES, P_STAGE_GPUS, P_STAGES, P_TABLE_ID, PF_ADMIT_PER_FORWARD,
     PF_BUSY_PER_FORWARD, PF_FORWARD, PF_WAN_BYTES,
 )
 from geopipe_env.units import GRAMS_PER_KG, SECONDS_PER_HOUR, WATTS_PER_KW, transfer_time_s
@@ -513,20 +511,3 @@ def candidate_features(candidate_of: np.ndarray, candidate_f: np.ndarray, candid
             row[CAND_SCHEDULE] = slot_schedules[slot, int(f[C_SCHEDULE])]
 
 
-def warm_up() -> None:
-    """Call :func:`candidate_table` and :func:`candidate_features` once on a one-region world with an empty layout
-    table (one miss), so that loading them happens before the first episode."""
-
-    table = LayoutTable()
-    ones, zero_ints = np.ones((1, 1)), np.zeros(1, dtype=np.int64)
-    out_of, out_f = np.zeros((1, 1), dtype=np.int64), np.zeros((1, NUM_CANDIDATE_FLOATS))
-    candidate_table(
-        0.0, np.ones(1, dtype=np.int64), ones, np.zeros((1, 1)), np.ones((2, 1, 1)), np.ones((5, 1)),
-        np.zeros((1, 2)), np.zeros((1, 1)), np.zeros((1, 2)), np.zeros((1, 1)), np.ones((1, PF_FORWARD + 1)),
-        np.ones((1, 5), dtype=np.int64), zero_ints, np.array([[0], [1]], dtype=np.int64), np.ones(1), zero_ints,
-        table.index, table.layout_f, table.layout_i, table.arrays,
-        table.places, out_of, out_f, np.zeros((1, 2), dtype=np.int64), zero_ints.copy(), np.zeros((1, 4), dtype=np.int64),
-        np.zeros(2, dtype=np.bool_),
-    )
-    candidate_features(out_of, out_f, zero_ints, np.ones(1), np.zeros((1, MAX_SCHEDULES)), 1.0, 1.0, 1.0, 1.0,
-                       np.zeros((1, len(CANDIDATE_FEATURES)), dtype=np.float32), np.zeros(1))

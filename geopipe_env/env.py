@@ -71,7 +71,7 @@ from typing import Any, TextIO
 import gymnasium as gym
 import numpy as np
 
-from geopipe_env import candidate_kernels, layout_table, observation, sim_kernels, simulator
+from geopipe_env import caches, layout_table
 from geopipe_env.caches import BoundedDict
 from geopipe_env.decision import DecisionBackend, make_backend
 from geopipe_env.generator import World, new_profile_cache, sample_world
@@ -140,10 +140,67 @@ def _load_compiled() -> None:
         _warm_up_kernels()
 
 
+_WARMING_UP = threading.Event()  # set while the warm-up's own envs are made, which must not wait for it
+
+
+def _warm_up_world(background: bool) -> dict:
+    """A tiny world whose episode calls every kernel an episode can call from Python: two regions (one on an hourly
+    market, one at a constant price) joined by one WAN link, calibrated compute, Poisson arrivals, and jobs of two
+    replicas that accept the closed-form schedules (1F1B, GPipe) and the executor's (interleaved 1F1B, the greedy
+    schedule); with ``background``, other traffic on the link."""
+    model = {"name": "warm-up-1b", "params_b": 1.0, "layers": 4, "hidden": 1024}
+    link = {"bandwidth_gbps": 1.0, "latency_ms": 20.0}
+    network: dict[str, Any] = {"rule": "matrix", "matrix": {"a": {"b": link, "c": link}, "b": {"c": link}}}
+    if background:
+        network["background"] = {"mean_fraction": 0.2, "amplitude_fraction": 0.1}
+    return {
+        "name": "warm-up", "horizon_h": 48, "start_utc": "2023-01-01T00:00Z",
+        "regions": [
+            {"id": "a", "gpu": "H100", "num_gpus": 4, "price_market": "GB", "carbon_zone": "GB"},
+            {"id": "b", "gpu": "H100", "num_gpus": 4, "price_usd_per_kwh": 0.2},
+            {"id": "c", "gpu": "A100", "num_gpus": 4, "price_usd_per_kwh": 0.1},
+        ],
+        "network": network,
+        "workload": {
+            "num_jobs": 8, "arrival": {"process": "poisson", "mean_interarrival_h": 0.5}, "datasets": ["alpaca"],
+            "models": [model], "pipeline_stages": 2, "data_parallel": 2, "num_microbatches": 4, "seq_len": 1024,
+            "job_classes": [
+                {"name": "closed-form", "pipeline_schedules": ["1f1b", "gpipe"]},
+                {"name": "executor", "virtual_stages": 2, "pipeline_schedules": ["interleaved-1f1b", "crosspipe-greedy"]},
+                {"name": "larger", "models": [{**model, "name": "warm-up-2b", "params_b": 2.0}], "pipeline_schedules": ["1f1b"]},
+            ],
+        },
+    }
+
+
 def _warm_up_kernels() -> None:
-    """Each compiled module's warm-up: its kernels that Python calls, on tiny inputs of the types an episode gives."""
-    for module in (sim_kernels, simulator, layout_table, candidate_kernels, observation):
-        module.warm_up()
+    """Play one tiny episode on each decision path, the compiled one and the Python one (exact timing, background
+    traffic), taking the first valid action at every step, so that every kernel an episode calls from Python is
+    loaded (or compiled) with the types a real episode gives it; then grow a layout table once, which a real
+    episode does only past its table's first rows. The episodes neither read nor fill the machine's timing store,
+    and the process caches they filled are emptied after, so that no env sees a trace of them
+    (``tests/test_compiled.py`` checks that later episodes compile nothing)."""
+    _WARMING_UP.set()
+    try:
+        with caches.stores_paused():
+            _play_warm_up_episodes()
+        layout_table.warm_up_growth()
+    finally:
+        _WARMING_UP.clear()
+        caches.clear_all()
+
+
+def _play_warm_up_episodes() -> None:
+    """One episode of :func:`_warm_up_world` on each decision path, the first valid action at every step."""
+    for background, timing in ((False, "analytic"), (True, "exact")):
+        env = GeoPipeEnv(scenario=load_scenario(_warm_up_world(background)), timing=timing)
+        _, info = env.reset(seed=0)
+        done = False
+        while not done:
+            action = int(np.flatnonzero(info["action_mask"])[0])
+            _, _, terminated, truncated, info = env.step(action)
+            done = terminated or truncated
+        env.episode_metrics()
 
 
 def _resolve_scenarios(scenario: Any) -> tuple[Scenario, ...]:
@@ -206,7 +263,8 @@ class GeoPipeEnv(gym.Env):
             raise EnvArgumentError(
                 "max_regions", f"got {self.max_regions}, fewer than the scenario's {most} regions", f"an integer >= {most}"
             )
-        _load_compiled()  # after every check: bad input is refused before the kernels load (or compile, ~40 s)
+        if not _WARMING_UP.is_set():
+            _load_compiled()  # after every check: bad input is refused before the kernels load (or compile, ~40 s)
         self.num_strategies = len(self.strategies)
         # The built-in strategies' feasibility does not depend on prices, so hour ticks with no launch possible
         # before them hold none after them either; a registered strategy might, so it sees every tick.

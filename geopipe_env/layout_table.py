@@ -284,7 +284,6 @@ def find_layout(index: np.ndarray, layout_i: np.ndarray, places: np.ndarray, pro
     return -1, slot
 
 
-
 def new_layout_index(num_layouts: int) -> np.ndarray:
     """An empty index for up to ``num_layouts`` layouts (:func:`find_layout`): the least power of two of slots that
     is at least twice as many, so that no more than half of them are ever taken and searches stay short."""
@@ -323,18 +322,10 @@ def shared_table(world: World) -> LayoutTable:
     return _SHARED.get_or(timing_key(world), LayoutTable)
 
 
-def warm_up() -> None:
-    """Call the layout table's kernels once on tiny inputs of the types an episode gives (a profile's read-only
-    stage times), so that loading them happens before the first episode (see ``sim_kernels.warm_up``)."""
+def warm_up_growth() -> None:
+    """Grow a full table once, so that :func:`rebuild_index` is loaded (or compiled) with the first env: an episode
+    reaches it only when its table outgrows its first rows, which the env's warm-up episode does not
+    (``env._warm_up_kernels``)."""
     table = LayoutTable()
-    forward_r = np.ones(1)
-    forward_r.setflags(write=False)
-    place = np.zeros(1, dtype=np.int64)
-    slot = find_layout(table.index, table.layout_i, table.places, 0, place, place + 2, 1)[1]
-    store_layout(
-        forward_r, 2.0, 1.0, 1.0, 0.0, 4, False, place, place + 2, 1, np.ones((1, 1)), np.zeros((1, 1)), 1.0, 0.0,
-        *pipeline.packed_path_tables(2, 3), 0, slot, table.index, table.layout_f, table.layout_i, table.arrays, 0,
-        table.places, 0, 0,
-    )
-    rebuild_index(new_layout_index(1), table.layout_i, table.places, 1)
-    index_layout(table.index, slot, 0)  # an executor layout's own entry (LayoutTable._store_executor)
+    table.num_layouts = table.layout_f.shape[0]
+    table._reserve(0, 0)

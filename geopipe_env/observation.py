@@ -210,23 +210,6 @@ def schedule_code(name: str) -> float:
     return spec(name).code / SCHEDULE_CODE_SCALE
 
 
-def warm_up() -> None:
-    """Call the compiled encoder once on a one-region, one-slot, one-strategy observation, and the hourly table on one
-    hour, so that loading them happens before the first episode."""
-    layout = obs_layout(1, 1, 1)
-    starts = np.cumsum([0] + [int(np.prod(shape)) for shape in layout.values()])
-    f32 = np.zeros(int(starts[-1]), dtype=np.float32)
-    ints = np.zeros(1, dtype=np.int64)
-    constants_i = np.array([1, *starts[:5], starts[1] + 1, 1, 1, 1], dtype=np.int64)
-    constants_f = np.array([1.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0, 1.0])
-    _encode_compiled(
-        f32, f32.copy(), constants_i, constants_f, ints + 1, np.zeros((1, 1, 3), dtype=np.float32), 0,
-        np.zeros((1, 1)), np.ones((1, 1)), ints, np.ones((1, JOB_SCHEDULES + MAX_SCHEDULES)), 0.0, 1, 0,
-        np.full((1, 1), -1, dtype=np.int64), np.zeros((1, tables.NUM_CANDIDATE_FLOATS)), ints, 1.0,
-    )
-    hourly_features(np.ones((1, 1)), np.zeros((1, 2)), np.zeros((1, 1)), 1.0, np.empty((1, 1, 3), dtype=np.float32))
-
-
 class ObservationEncoder:
     """Builds observations for one episode; per-episode constants are computed once in ``__init__``."""
 

@@ -15,8 +15,7 @@ from geopipe_env.physics.energy import cumulative_at
 from geopipe_env.physics.network import max_min_rates
 from geopipe_env.tables import (
     CARBON_KG, COST_USD, ENERGY_KWH, GPU_SECONDS, JF_DEMAND, JF_ITERATION, JF_RATE, JF_REMAINING, JF_TIMED_RATE,
-    JF_WAN_BYTES, JI_NUM_LINKS, JI_STALE, JI_TIMED_CAPACITY, JOB_SECONDS, SIM_JOB_FLOATS, SIM_JOB_INTS, SIM_TOTALS,
-    WAN_BYTES,
+    JF_WAN_BYTES, JI_NUM_LINKS, JI_STALE, JI_TIMED_CAPACITY, JOB_SECONDS, WAN_BYTES,
 )
 from geopipe_env.units import GRAMS_PER_KG, SECONDS_PER_HOUR, WATTS_PER_KW
 
@@ -173,17 +172,3 @@ def reallocate(
     return max_utilization, 0, region_power(power_w, running, total_w, kw)
 
 
-def warm_up() -> None:
-    """Call the kernels that the simulator calls, once on tiny inputs of the types an episode gives, so that loading
-    them from the disk cache (or compiling them, the first time on a machine) happens before the first episode."""
-    running, regions = np.zeros(1, dtype=np.int64), np.zeros(1)
-    job_f, job_i = np.ones((len(SIM_JOB_FLOATS), 1)), np.zeros((len(SIM_JOB_INTS), 1), dtype=np.int64)
-    series_prefix, series_values = np.zeros((1, 2)), np.zeros((1, 1))
-    series = (series_prefix, series_values, series_prefix, series_values, False)
-    totals = np.zeros(len(SIM_TOTALS))
-    advance_interval(0.0, 1.0, running, job_f, regions, 0.0, series, 0, 0, totals)
-    advance_hours(0.0, 1.0, 0.0, 0.0, running, job_f, regions, 0.0, series, 0, 0, totals)
-    advance_to_event(0.0, 1.0, 0.0, 0.0, True, running, job_f, regions, 0.0, series, 0, 0, totals)
-    region_power(np.zeros((1, 1)), running, np.zeros(1), np.zeros(1))
-    reallocate(running, job_f, job_i, np.zeros((1, 1), dtype=np.int64), np.ones((1, 1)), np.zeros(1), 0.0, 0,
-               np.zeros((1, 1)), np.zeros(1), np.zeros(1))

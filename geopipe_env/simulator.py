@@ -16,12 +16,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from geopipe_env import sim_kernels, units
+from geopipe_env import sim_kernels
 from geopipe_env.caches import BoundedDict, ProcessCache
 from geopipe_env.engine import Event, EventKind, EventQueue, arrival_events
 from geopipe_env.generator import Job, World, fields_key, layout_key
 from geopipe_env.physics import pipeline, schedule
-from geopipe_env.physics.energy import HourlyIntegral, gpu_power_w
+from geopipe_env.physics.energy import gpu_power_w
 from geopipe_env.physics.network import is_stalled
 from geopipe_env.tables import (
     CARBON_KG, COST_USD, ENERGY_KWH, GPU_SECONDS, JF_DEMAND, JF_ITERATION, JF_RATE, JF_REMAINING, JF_TIMED_RATE,
@@ -791,30 +791,3 @@ class ClusterSim:
             self._events.push(finish, Event(_COMPLETION, jid, rj.version))
 
 
-def warm_up() -> None:
-    """Call the compiled formulas that the simulator, the world generator and the Python candidate table call from
-    Python, once on tiny inputs of the types an episode gives (see ``sim_kernels.warm_up``)."""
-    read_only = np.frombuffer(np.array([1.0, 2.0]).tobytes())  # a pipeline by value, as _iteration_time_s has it
-    hop = np.frombuffer(np.ones(1).tobytes())
-    pipeline.model_total_s(read_only, pipeline.BACKWARD_TO_FORWARD * read_only, hop, hop, 4, False,
-                           *pipeline.packed_path_tables(2, 3), 0.0)
-    forward_r = np.ones(1)
-    forward_r.setflags(write=False)  # a job's per-region forward times are read-only
-    place = np.zeros(1, dtype=np.int64)
-    forward, _, _, _ = pipeline.stage_arrays(forward_r, 1.0, 1.0, place, place + 2, 1, np.ones((1, 1)), np.zeros((1, 1)),
-                                             1.0, 0.0)
-    pipeline.demand_gbps(forward, pipeline.BACKWARD_TO_FORWARD * forward, 1.0, False, 1.0)
-    pipeline.uniform_iteration_time_s(np.ones(2), np.arange(1, 3), 1.0, 0.0, 4)
-    gpu_power_w(1, 1.0, 2.0, 0.5, 1.0)
-    gpu_power_w(1, np.ones(1), np.ones(1), np.ones(1), np.ones(1))  # per region, in the world generator
-    is_stalled(1.0, 1.0)
-    transfer_time_s(1.0, 1.0)
-    units.rate_gbps(1.0, 1.0)
-    series = HourlyIntegral(np.ones((1, 2)))
-    series.integral(0.0, 1.0)
-    series.weighted_integral((0,), (1.0,), 0.0, 1.0)
-    # The schedule executor, as an executor schedule's timing (read-only arrays, a cadence floor) and the exact
-    # timing (a cadence floor already applied) call it.
-    executor = schedule.executor_model(np.ones(2), 2.0 * np.ones(2), np.ones(1), np.zeros(1), 2, schedule.ONE_F_ONE_B)
-    executor.total_s(0.0)
-    executor.execute()

@@ -100,10 +100,10 @@ import numpy as np
 import geopipe_env
 from geopipe_env.physics import schedule
 
+env = gym.make("GeoPipe-v0").unwrapped  # its warm-up episodes use no store
 runs = []
 executor = schedule.timed_total_s
 schedule.timed_total_s = lambda *args: runs.append(1) or executor(*args)
-env = gym.make("GeoPipe-v0").unwrapped
 obs, info = env.reset(seed=5)
 rng = np.random.default_rng(5)
 rewards = []
@@ -163,3 +163,14 @@ def test_the_store_is_off_unless_asked_for(tmp_path, monkeypatch):
     assert store.folder() == tmp_path / "cache" / "timings" / compiled.cache_dir().name
     monkeypatch.setenv("GEOPIPE_TIMING_STORE", str(tmp_path / "elsewhere"))
     assert store.folder() == tmp_path / "elsewhere" / "timings"
+
+
+def test_a_paused_store_answers_nothing_and_keeps_nothing(tmp_path, monkeypatch):
+    """Inside ``stores_paused`` (the env's warm-up episodes) a store neither answers nor records; outside it does."""
+    monkeypatch.setenv("GEOPIPE_TIMING_STORE", str(tmp_path))
+    store = caches.DiskStore("timings")
+    store.set(("kept", 0.0), 1.0)
+    with caches.stores_paused():
+        assert store.get(("kept", 0.0)) is None
+        store.set(("dropped", 0.0), 2.0)
+    assert store.get(("kept", 0.0)) == 1.0 and store.get(("dropped", 0.0)) is None
