@@ -38,6 +38,11 @@ TABLE_GROUPS = (
     (("avg_comm_slowdown", "comm slowdown"), ("max_link_utilization", "peak link util.")),
     ((RETURN_KEY, "return"),),
 )
+# Shown before the return for an env whose GPUs fail (some policy's jobs were interrupted).
+FAILURE_GROUP = (
+    ("goodput", "goodput"), ("gpu_hours_lost_to_failures", "GPU-h lost to failures"),
+    ("interruptions_per_job", "interruptions per job"),
+)
 NOTE_WIDTH = 120  # the notes under the tables are wrapped to this many characters
 
 
@@ -138,8 +143,10 @@ def markdown_tables(summary: dict[str, Any], seeds: Sequence[int], reference: st
         change = (f"; (±x%): change of the mean vs {reference}, same seeds (left out beyond ±1000%: a reference near "
                   "zero)") if reference in policies else ""
         lines = [f"### {env}: {len(seeds)} episode(s), {seed_text}", "", f"Mean ± {CONFIDENCE:.0%} CI (t){change}."]
-        for i, group in enumerate(TABLE_GROUPS):
-            last = i == len(TABLE_GROUPS) - 1
+        fails = any(stats.get("interruptions_per_job", {}).get("mean", 0.0) > 0.0 for stats in policies.values())
+        groups = (*TABLE_GROUPS[:-1], FAILURE_GROUP, TABLE_GROUPS[-1]) if fails else TABLE_GROUPS
+        for i, group in enumerate(groups):
+            last = i == len(groups) - 1
             headers = [header for _, header in group] + (["return IQM"] if last else [])
             lines += ["", "| policy | " + " | ".join(headers) + " |", "|---" * (len(headers) + 1) + "|"]
             for policy, stats in policies.items():

@@ -33,7 +33,7 @@ for _env_id, _scenario in ENV_IDS.items():
 LAYERS = {
     "units": 1, "catalog": 1, "tables": 1, "compiled": 1, "caches": 1,
     "scenario": 2, "bundled": 2,
-    "physics": 3, "physics.pipeline": 3, "physics.schedule": 3, "physics.network": 3, "physics.energy": 3, "sizing": 3,
+    "physics": 3, "physics.pipeline": 3, "physics.schedule": 3, "physics.network": 3, "physics.energy": 3, "physics.failures": 3, "sizing": 3,
     "scenario_format": 4, "loader": 4, "schema": 4, "generator": 4, "synthetic": 4, "engine": 4, "simulator": 4, "sim_kernels": 4,
     "layout_table": 4,
     "placement": 5, "candidate_kernels": 5, "strategies": 5,

@@ -20,6 +20,7 @@ class GpuType:
     busy_watts: float
     idle_watts: float
     kernel_efficiency: float | None = None
+    failures_per_gpu_day: float | None = None  # where a scenario's failures give this type a rate of its own
 
 
 @dataclass(frozen=True, slots=True)

@@ -183,6 +183,8 @@ class CompiledBackend:
         sim = self.sim
         self.num_slots = len(visible)
         self.visible_ids = ids = np.array(visible, dtype=np.int64)
+        if sim.world.failures is not None:  # an interrupted job has the work of its last checkpoint left
+            self.job_i[J_ITERATIONS] = sim.work_left
         if self.layouts.full():
             self.layouts.clear()
         if self._profiles_of is not self.layouts.profiles:  # a new or emptied layout table: its profile ids

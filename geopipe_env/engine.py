@@ -19,6 +19,8 @@ class EventKind(IntEnum):
     COMPLETION = 0  # free GPUs before anything else looks at the cluster
     ARRIVAL = 1
     HOUR_TICK = 2  # electricity prices, carbon and background traffic change on the hour
+    FAILURE = 3  # a GPU fails (job_id: the failure's index in the world's GpuFailures)
+    REPAIR = 4  # a failed GPU is back in service (job_id: its region)
 
 
 class Event(NamedTuple):

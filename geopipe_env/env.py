@@ -510,6 +510,21 @@ class GeoPipeEnv(gym.Env):
             "invalid_actions": self.invalid_actions,
             "jct_lower_bound_h": hours(_mean(lower)),
             "cost_lower_bound_usd": lb_energy * float(w.price.values[:, :horizon_hours].min()),
+            **self._failure_metrics(arrived),
+        }
+
+    def _failure_metrics(self, arrived: np.ndarray) -> dict[str, float]:
+        """Goodput (the running GPU-time that advanced training: not restarting, writing checkpoints or computing
+        work a failure lost), the GPU-hours failures lost (restarts and lost work) and interruptions per arrived
+        job; 1, 0 and 0 in a world where nothing fails."""
+        if self.world.failures is None:
+            return {"goodput": 1.0, "gpu_hours_lost_to_failures": 0.0, "interruptions_per_job": 0.0}
+        totals = self.sim.run_totals()
+        running = sum(totals.values())
+        return {
+            "goodput": totals["saved_s"] / running if running > 0.0 else 1.0,
+            "gpu_hours_lost_to_failures": (totals["lost_s"] + totals["restart_s"]) / SECONDS_PER_HOUR,
+            "interruptions_per_job": _mean(self.sim.interruptions[arrived]) if arrived.any() else 0.0,
         }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import MutableMapping
+from typing import NamedTuple
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -18,10 +19,10 @@ from geopipe_env import bundled
 from geopipe_env.caches import BoundedDict
 from geopipe_env.physics import pipeline
 from geopipe_env.physics.energy import HourlyIntegral, gpu_power_w
-from geopipe_env.scenario import SIZING_FIXED, SIZING_MEMORY, JobShape, Scenario
+from geopipe_env.scenario import SIZING_FIXED, SIZING_MEMORY, FailureSpec, JobShape, Scenario
 from geopipe_env.sizing import connected_components, size_job
 from geopipe_env.physics.pipeline import BACKWARD_TO_FORWARD, ONE_F_ONE_B
-from geopipe_env.units import SECONDS_PER_HOUR, rate_gbps, transfer_time_s
+from geopipe_env.units import SECONDS_PER_DAY, SECONDS_PER_HOUR, rate_gbps, transfer_time_s
 
 # The fields of a job that its timing, power and candidate placements read: jobs equal in these (the job's
 # ``profile_key``) time alike on any placement of any world with equal timing_key, and the candidate table gives
@@ -116,6 +117,29 @@ class Job:
         return self.schedules[0]
 
 
+class GpuFailures(NamedTuple):
+    """The GPU failures of an episode, drawn with its world (:func:`draw_failures`)."""
+
+    times_s: np.ndarray  # sorted
+    regions: np.ndarray  # the region each hits
+    picks: np.ndarray  # a uniform draw in [0, 1) each, which picks the GPU of the region it hits
+    per_gpu_day: np.ndarray  # (R,) each region's GPU failure rate
+
+
+def draw_failures(spec: FailureSpec, gpus: tuple, num_gpus: np.ndarray, horizon_s: float,
+                  rng: np.random.Generator) -> GpuFailures:
+    """Each region's GPUs fail as a Poisson process at their type's rate (else the scenario's) times their count:
+    the merged process over the horizon, its count drawn first, then its times, regions and picks."""
+    per_gpu_day = np.array([spec.per_gpu_day if g.failures_per_gpu_day is None else g.failures_per_gpu_day
+                            for g in gpus])
+    per_s = per_gpu_day * num_gpus / SECONDS_PER_DAY
+    total = float(per_s.sum())
+    count = int(rng.poisson(total * horizon_s)) if total > 0.0 else 0
+    times = np.sort(rng.uniform(0.0, horizon_s, size=count))
+    regions = _weighted_indices(rng, per_s / total, count) if count else np.zeros(0, dtype=np.int64)
+    return GpuFailures(times, regions, rng.random(count), per_gpu_day)
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class World:
     """An episode's world: the scenario after randomisation, and its jobs."""
@@ -134,6 +158,9 @@ class World:
     idle_watts: np.ndarray  # (R,)
     pue: np.ndarray  # (R,)
     hourly_series: bool = True  # some price or carbon series changes by the hour (False: every one is constant)
+    # GPU failures over the horizon (scenario.failures; None when nothing fails): their times, regions, and each
+    # as a uniform draw in [0, 1) that picks the GPU of the region it hits; and each region's rate per GPU-day.
+    failures: GpuFailures | None = None
 
     @property
     def num_regions(self) -> int:
@@ -403,6 +430,10 @@ def sample_world(scenario: Scenario, rng: np.random.Generator, profile_cache: Mu
             gpus = _draw_gpu_types(rand.gpu_types, len(regions), rng)
     else:
         raise JobDoesNotFit(f"no draw of randomize.gpu_types in {MAX_GPU_TYPE_DRAWS} fitted every job of the episode")
+    # Drawn last, so that a world with failures has the jobs, prices and links of the same seed without them.
+    failures = None
+    if scenario.failures is not None:
+        failures = draw_failures(scenario.failures, gpus, num_gpus, scenario.horizon_s, rng)
     return World(
         scenario=scenario,
         num_gpus=num_gpus,
@@ -421,6 +452,7 @@ def sample_world(scenario: Scenario, rng: np.random.Generator, profile_cache: Mu
             not r.price_usd_per_kwh.is_constant or (r.carbon_g_per_kwh is not None and not r.carbon_g_per_kwh.is_constant)
             for r in regions
         ),
+        failures=failures,
     )
 
 

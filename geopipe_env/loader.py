@@ -46,6 +46,7 @@ from geopipe_env.scenario import (
     SIZING_KSTAR,
     ArrivalSpec,
     BackgroundTraffic,
+    FailureSpec,
     HourlySeries,
     JobClass,
     JobShape,
@@ -484,9 +485,24 @@ def _build(data: Any, base_dir: Path, default_name: str) -> Scenario:
         bill_idle_capacity=bill_idle,
         pipeline_schedule=schedule,
         virtual_stages=virtual_stages,
+        failures=_failures(root.section("failures")),
     )
     _check_feasible(scenario, checks)
     return scenario
+
+
+def _failures(section: _Section | None) -> FailureSpec | None:
+    """The ``failures`` section, with hours as seconds; None when absent (nothing fails)."""
+    if section is None:
+        return None
+    interval_h = section.get("checkpoint_interval_h")
+    return FailureSpec(
+        per_gpu_day=section.get("per_gpu_day"),
+        checkpoint_interval_s=None if interval_h is None else seconds_from_hours(interval_h),
+        checkpoint_gbps=section.get("checkpoint_gbps"),
+        restart_s=section.get("restart_s"),
+        repair_s=seconds_from_hours(section.get("repair_h")),
+    )
 
 
 def _check_calibrated(regions: tuple[RegionSpec, ...], randomize: RandomizeSpec) -> None:

@@ -165,9 +165,9 @@ class PlacementContext:
         """Launching ``placement`` now: estimated timing, electricity cost and carbon; None if it would not run.
 
         Cost and carbon are power × ∫price (∫carbon intensity) over the estimated run, per region. Jobs with the
-        same profile and iteration count share the result (memoised).
+        same profile and iterations left share the result (memoised).
         """
-        key = (job.profile_key, job.iterations, placement)
+        key = (job.profile_key, float(self.sim.work_left[job.job_id]), placement)
         if key in self._described:
             return self._described[key]
         est = self.sim.estimate(job, placement, self.spare)

@@ -269,6 +269,17 @@ class RandomizeSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class FailureSpec:
+    """GPU failures, checkpoints and restarts (``failures`` in a scenario file); see ``physics.failures``."""
+
+    per_gpu_day: float  # each GPU in service fails at this rate unless its type sets its own
+    checkpoint_interval_s: float | None  # None: Young/Daly per job and placement
+    checkpoint_gbps: float  # per GPU, writing and reading back its shard
+    restart_s: float
+    repair_s: float
+
+
+@dataclass(frozen=True, slots=True)
 class Scenario:
     """A complete, validated world description."""
 
@@ -286,6 +297,7 @@ class Scenario:
     bill_idle_capacity: bool = False
     pipeline_schedule: str = "1f1b"
     virtual_stages: int = 1
+    failures: FailureSpec | None = None  # None: nothing fails
 
     @property
     def num_regions(self) -> int:

@@ -215,6 +215,24 @@ SECTIONS: dict[str, tuple[Key, ...]] = {
         Key("randomize", "section", "per-episode draws from the env's RNG; each key draws only when set, so a scenario "
             "without it samples exactly the episodes it sampled before", keys="randomize", default_text="none"),
         Key("objective", "section", "the reward's balance", keys="objective", default_text="none"),
+        Key("failures", "section", "GPUs that fail: a job that loses a GPU loses its work since its last checkpoint "
+            "and waits again; the GPU is repaired ([Physics](physics.md#gpu-failures-checkpoints-and-restarts))",
+            keys="failures", default_text="none: nothing fails"),
+    ),
+    "failures": (
+        Key("per_gpu_day", "number", "how often each GPU in service fails, by every cause that stops a job; a GPU type "
+            "may set its own (`gpus.<name>.failures_per_gpu_day`). Llama 3 405B's pre-training saw 419 unexpected "
+            "interruptions in 54 days on 16,384 H100, 4.7×10⁻⁴ (Dubey et al., arXiv 2407.21783); Meta's research "
+            "clusters about 3×10⁻³ (Kokolis et al., HPCA 2025)", "per GPU-day", REQUIRED, **NON_NEGATIVE),
+        Key("checkpoint_interval_h", "number", "running time between a job's checkpoints", "hours",
+            default_text="Young/Daly: √(2·C·M) per job and placement", **POSITIVE),
+        Key("checkpoint_gbps", "number", "the rate at which each GPU writes (and reads back) its shard of a checkpoint "
+            "of 14 bytes a parameter", "Gbit/s per GPU", 1.0, **POSITIVE,
+            source="Llama 3's checkpoint storage sustains 2 TB/s for 16,384 GPUs (Dubey et al., arXiv 2407.21783), "
+            "about 1 Gbit/s a GPU"),
+        Key("restart_s", "number", "a restart's cost besides reading the checkpoint back", "s", 30.0, **NON_NEGATIVE,
+            source="Pollux's restart cost (Qiao et al., OSDI 2021)"),
+        Key("repair_h", "number", "how long a failed GPU stays out of service", "hours", REQUIRED, **POSITIVE),
     ),
     "gpu": (
         Key("tflops", "number", "peak dense BF16/FP16 throughput", "TFLOP/s", REQUIRED, **POSITIVE),
@@ -224,6 +242,8 @@ SECTIONS: dict[str, tuple[Key, ...]] = {
         Key("kernel_efficiency", "number", "the fraction of peak its kernels reach, for calibrated compute (the catalog "
             "sets it for A100 and H100 only, from published runs)", "fraction", default_text="the catalog's, else none",
             **FRACTION),
+        Key("failures_per_gpu_day", "number", "this type's failure rate, where the scenario has `failures`",
+            "per GPU-day", default_text="`failures.per_gpu_day`", **NON_NEGATIVE),
     ),
     "region": (
         Key("id", "string", "unique region id", default=REQUIRED),
@@ -357,7 +377,7 @@ SECTION_PATHS = {
     "network": "network", "link": "network.matrix.<src>.<dst>", "intra_region": "network.intra_region",
     "background": "network.background", "workload": "workload", "arrival": "workload.arrival",
     "trace": "workload.trace", "job_class": "workload.job_classes[i]", "model": "workload.models[i]",
-    "dataset": "workload.datasets[i]", "randomize": "randomize", "objective": "objective",
+    "dataset": "workload.datasets[i]", "randomize": "randomize", "objective": "objective", "failures": "failures",
 }
 # Columns of a trace CSV besides the shape columns (:func:`trace_columns`).
 TRACE_JOB_COLUMNS = ("submit_time_s", "model", "dataset", "iterations")

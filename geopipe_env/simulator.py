@@ -8,6 +8,7 @@ actions or observations: the env (layer 6) asks it to ``launch`` or to ``advance
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from geopipe_env import sim_kernels
 from geopipe_env.caches import BoundedDict, ProcessCache
 from geopipe_env.engine import Event, EventKind, EventQueue, arrival_events
 from geopipe_env.generator import Job, World, fields_key, layout_key
-from geopipe_env.physics import pipeline, schedule
+from geopipe_env.physics import failures, pipeline, schedule
 from geopipe_env.physics.energy import gpu_power_w
 from geopipe_env.physics.network import is_stalled
 from geopipe_env.tables import (
@@ -65,6 +66,32 @@ class Placement:
 
 _WAITING, _RUNNING, _DONE = int(JobStatus.WAITING), int(JobStatus.RUNNING), int(JobStatus.DONE)
 _ARRIVAL, _COMPLETION = EventKind.ARRIVAL, EventKind.COMPLETION
+_FAILURE, _REPAIR = EventKind.FAILURE, EventKind.REPAIR
+
+
+class Run(NamedTuple):
+    """How a job's current run (from its launch to its completion or interruption) spends its running time, in a
+    world with failures: first the restart (``overhead_iters`` of its work: after an interruption, the restart and
+    the checkpoint read), then cycles of ``interval_s`` computing and ``checkpoint_s`` writing a checkpoint, which
+    stretch its useful work ``work_iters`` into the run's ``effective_iters`` (``physics.failures``)."""
+
+    launch_s: float
+    work_iters: float
+    effective_iters: float
+    overhead_iters: float
+    interval_s: float  # inf: no checkpoints (its GPUs never fail)
+    checkpoint_s: float
+
+
+class RunSplit(NamedTuple):
+    """A run's running time so far, split: seconds restarting, computing work that a checkpoint saved (or that
+    finished), writing checkpoints, and computing work lost to the failure that ended it."""
+
+    restart_s: float
+    saved_s: float
+    checkpoint_s: float
+    lost_s: float
+    saved_iters: float  # useful iterations the run keeps
 
 
 class InfeasiblePlacement(ValueError):
@@ -414,6 +441,19 @@ class ClusterSim:
         # The hourly series as sim_kernels.advance_interval reads them.
         self._series = (world.price.prefix_h, world.price.values, world.carbon.prefix_h, world.carbon.values,
                         self._has_carbon)
+        # GPU failures (world.failures; None when nothing fails). Per job: the useful iterations it has left (a
+        # failure rolls them back to its last checkpoint), its interruptions, the Run it is on, and the version its
+        # next run's completion events start from (a stale completion of an earlier run never matches). Per region:
+        # GPUs under repair. And the GPU-seconds of every run by what they did (RunSplit's fields).
+        self.work_left = np.array([float(job.iterations) for job in world.jobs])
+        self.interruptions = np.zeros(n_jobs, dtype=np.int64)
+        self._runs: dict[int, Run] = {}
+        self._next_version = np.zeros(n_jobs, dtype=np.int64)
+        self.repairing = np.zeros(world.num_regions, dtype=np.int64)
+        self.run_gpu_seconds = dict.fromkeys(("restart_s", "saved_s", "checkpoint_s", "lost_s"), 0.0)
+        if world.failures is not None:
+            times = world.failures.times_s
+            self._events.push_all(times.tolist(), [Event(_FAILURE, i) for i in range(times.shape[0])])
 
     def _bind_job_rows(self) -> None:
         """Name the rows of the per-job tables (views: writing one writes the table the kernels read)."""
@@ -531,9 +571,15 @@ class ClusterSim:
         if kind == _COMPLETION:
             rj = self.running.get(ev.job_id)
             if rj is None or rj.version != ev.version:
-                return False  # superseded by a later rate change
+                return False  # superseded by a later rate change (or an interruption)
             self._finish(rj)
             return True
+        if kind == _FAILURE:
+            return self._fail(ev.job_id)
+        if kind == _REPAIR:
+            self.repairing[ev.job_id] -= 1
+            self.free_gpus[ev.job_id] += 1
+            return False
         raise ValueError(f"unexpected event {ev!r}: hour ticks are not kept in the heap")
 
     def _hour_tick(self) -> bool:
@@ -548,13 +594,108 @@ class ClusterSim:
 
     def _finish(self, rj: RunningJob) -> None:
         jid = rj.job.job_id
+        if self._runs:
+            self._count_run(self._runs.pop(jid), jid, interrupted=False)
+            self.work_left[jid] = 0.0
         del self.running[jid]
         self._running_ids = np.fromiter(self.running, np.int64, len(self.running))
         self.free_gpus += rj.gpus
         self._allocated_gpus -= rj.job.num_gpus  # the sum of rj.gpus
         self.status[jid] = _DONE
         self.finish_s[jid] = self.now_s
-        self.gpu_timeline.append((self.now_s, self.world.num_gpus - self.free_gpus))
+        self.gpu_timeline.append((self.now_s, self.world.num_gpus - self.free_gpus - self.repairing))
+
+    # ------------------------------------------------------------------ failures
+    def _start_run(self, job: Job, lay: Layout) -> float:
+        """A run of ``job`` on ``lay`` in a world with failures: its checkpoint interval (the scenario's, else
+        Young/Daly for its GPUs' failure rate) and cost, and after an interruption its restart (the scenario's
+        restart cost and a checkpoint read, charged at its uncontended iteration time); the iterations it runs."""
+        spec = self.world.scenario.failures
+        jid = job.job_id
+        mtbf = failures.mean_time_between_failures_s(float(lay.gpus @ self.world.failures.per_gpu_day))
+        cost = failures.checkpoint_s(job.params / 1e9, job.num_gpus, spec.checkpoint_gbps)
+        interval = spec.checkpoint_interval_s or failures.young_daly_interval_s(cost, mtbf)
+        overhead = 0.0
+        if self.interruptions[jid]:
+            overhead = (spec.restart_s + cost) / (lay.timing.model.total_s() + job.allreduce_s)
+        work = float(self.work_left[jid])
+        stretch = 1.0 if math.isinf(interval) else (interval + cost) / interval
+        run = self._runs[jid] = Run(self.now_s, work, work * stretch + overhead, overhead, interval, cost)
+        return run.effective_iters
+
+    def _split(self, run: Run, jid: int, interrupted: bool) -> RunSplit:
+        """How ``run`` has spent its running time up to now. Work is taken to progress evenly in time within the run
+        (exact while its rate holds): the restart first, then whole cycles of computing and writing a checkpoint;
+        the last, unfinished cycle's computing is lost if ``interrupted`` (else it counts as saved)."""
+        elapsed = self.now_s - run.launch_s
+        done = run.effective_iters - max(float(self._remaining_iters[jid]), 0.0)
+        if elapsed <= 0.0 or done <= 0.0:
+            return RunSplit(max(elapsed, 0.0), 0.0, 0.0, 0.0, 0.0)
+        restart = elapsed * min(run.overhead_iters, done) / done
+        working = elapsed - restart
+        cycle = run.interval_s + run.checkpoint_s
+        cycles = 0.0 if math.isinf(cycle) else math.floor(working / cycle)
+        writing = cycles * run.checkpoint_s
+        computing = working - writing
+        saved = cycles * run.interval_s if interrupted else computing
+        useful_iters = max(done - run.overhead_iters, 0.0) * (1.0 if math.isinf(cycle) else run.interval_s / cycle)
+        saved_iters = useful_iters * (saved / computing) if computing > 0.0 else 0.0
+        return RunSplit(restart, saved, writing, computing - saved, saved_iters)
+
+    def _count_run(self, run: Run, jid: int, interrupted: bool) -> RunSplit:
+        split = self._split(run, jid, interrupted)
+        gpus = self.world.jobs[jid].num_gpus
+        for name, seconds in zip(RunSplit._fields[:4], split[:4]):
+            self.run_gpu_seconds[name] += gpus * seconds
+        return split
+
+    def run_totals(self) -> dict[str, float]:
+        """GPU-seconds of every run so far by what they did (RunSplit's fields), the running jobs' current runs
+        included as if they ended now without a failure."""
+        totals = dict(self.run_gpu_seconds)
+        for jid, run in self._runs.items():
+            split = self._split(run, jid, interrupted=False)
+            for name, seconds in zip(RunSplit._fields[:4], split[:4]):
+                totals[name] += self.world.jobs[jid].num_gpus * seconds
+        return totals
+
+    def _fail(self, index: int) -> bool:
+        """A GPU of a region fails: one in service, picked uniformly (a pick that lands on a GPU under repair is no
+        failure: each GPU in service fails at the region's rate). If a job holds it, the job is interrupted. True if
+        link rates need recomputing."""
+        drawn = self.world.failures
+        region = int(drawn.regions[index])
+        pick = int(drawn.picks[index] * self.world.num_gpus[region]) - int(self.repairing[region])
+        if pick < 0:
+            return False
+        self.repairing[region] += 1
+        self._events.push(self.now_s + self.world.scenario.failures.repair_s, Event(_REPAIR, region))
+        for rj in self.running.values():
+            held = int(rj.gpus[region])
+            if pick < held:
+                self._interrupt(rj, region)
+                return True
+            pick -= held
+        self.free_gpus[region] -= 1  # a GPU no job held
+        return False
+
+    def _interrupt(self, rj: RunningJob, region: int) -> None:
+        """``rj`` loses a GPU in ``region``: it keeps the work of its last checkpoint, frees its other GPUs and
+        waits again, in arrival order."""
+        jid = rj.job.job_id
+        run = self._runs.pop(jid)
+        split = self._count_run(run, jid, interrupted=True)
+        self.work_left[jid] = max(run.work_iters - math.floor(split.saved_iters), 0.0)  # checkpoints hold whole iterations
+        self.interruptions[jid] += 1
+        self._next_version[jid] = rj.version + 1
+        del self.running[jid]
+        self._running_ids = np.fromiter(self.running, np.int64, len(self.running))
+        self.free_gpus += rj.gpus
+        self.free_gpus[region] -= 1  # the failed GPU is under repair
+        self._allocated_gpus -= rj.job.num_gpus
+        self.status[jid] = _WAITING
+        bisect.insort(self.waiting, jid)  # job ids follow arrival order
+        self.gpu_timeline.append((self.now_s, self.world.num_gpus - self.free_gpus - self.repairing))
 
     def mean_iteration_s(self) -> np.ndarray:
         """(num_jobs,) each launched job's mean iteration time so far: time running ÷ iterations done (NaN if it
@@ -705,7 +846,8 @@ class ClusterSim:
             return Estimate(float("inf"), float("inf"), 0.0, demand, True, np.zeros(self.world.num_regions),
                             lay.schedule)
         t_iter, power = lay.timing.at(rate)
-        return Estimate(t_iter, t_iter * job.iterations, rate, demand, is_stalled(rate, demand), power, lay.schedule)
+        work = float(self.work_left[job.job_id])  # its iterations, or what a failure left of them
+        return Estimate(t_iter, t_iter * work, rate, demand, is_stalled(rate, demand), power, lay.schedule)
 
     # ------------------------------------------------------------------ actions
     def launch(self, job_id: int, placement: Placement, checked: bool = False) -> None:
@@ -720,8 +862,11 @@ class ClusterSim:
                 raise InfeasiblePlacement(why)
         lay = self.layout(job, placement)
         gpus = lay.gpus
-        rj = RunningJob(self, job, placement, gpus, lay, self._capacity_version)
-        self._remaining_iters[job_id] = float(job.iterations)
+        rj = RunningJob(self, job, placement, gpus, lay, self._capacity_version, version=int(self._next_version[job_id]))
+        if self.world.failures is None:
+            self._remaining_iters[job_id] = float(job.iterations)
+        else:
+            self._remaining_iters[job_id] = self._start_run(job, lay)
         self._iteration_s[job_id] = 0.0
         self._wan_bytes_per_s[job_id] = 0.0
         self._rate_gbps[job_id] = 0.0
@@ -734,14 +879,15 @@ class ClusterSim:
         self._allocated_gpus += job.num_gpus  # the sum of gpus (check_placement: the stages sum to num_stages)
         self.waiting.remove(job_id)
         self.status[job_id] = _RUNNING
-        self.start_s[job_id] = self.now_s
+        if math.isnan(self.start_s[job_id]):  # its first start (a restart keeps it)
+            self.start_s[job_id] = self.now_s
         if math.isnan(lay.local_iteration_s):
             lay.local_iteration_s = self.local_iteration_s_of(job, placement)
         self.local_iteration_s[job_id] = lay.local_iteration_s
         self.running[job_id] = rj
         self._running_ids = np.fromiter(self.running, np.int64, len(self.running))
         self.placements[job_id] = placement
-        self.gpu_timeline.append((self.now_s, self.world.num_gpus - self.free_gpus))
+        self.gpu_timeline.append((self.now_s, self.world.num_gpus - self.free_gpus - self.repairing))
         self._recompute_rates()
 
     def _recompute_rates(self) -> None:

@@ -13,6 +13,7 @@ import math
 from geopipe_env.compiled import jit
 
 SECONDS_PER_HOUR = 3600.0
+SECONDS_PER_DAY = 24.0 * SECONDS_PER_HOUR
 BITS_PER_BYTE = 8.0
 BITS_PER_GBIT = 1e9
 FLOPS_PER_TFLOP = 1e12

@@ -34,6 +34,8 @@ def _perturbed(value):
         return value + "-other"
     if isinstance(value, tuple):
         return value + ("other",)
+    if value is None:  # World.failures of a world where nothing fails: one failure, after the horizon
+        return generator.GpuFailures(np.array([1e12]), np.zeros(1, dtype=np.int64), np.zeros(1), np.zeros(1))
     raise TypeError(type(value))
 
 

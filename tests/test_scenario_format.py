@@ -31,6 +31,7 @@ def world() -> dict:
     workload["job_classes"] = [{"name": "c0", "weight": 2.0}, {"name": "c1"}]
     data["randomize"] = {"bandwidth_scale": [0.5, 1.0]}
     data["objective"] = {"cost_weight": 1.0}
+    data["failures"] = {"per_gpu_day": 1e-3, "repair_h": 24.0}
     return data
 
 
@@ -50,6 +51,7 @@ AT = {
     "dataset": ("workload", "datasets", 1),
     "randomize": ("randomize",),
     "objective": ("objective",),
+    "failures": ("failures",),
 }
 # Keys whose check runs only in another context: a latency default exists only under endpoint_mean, and the
 # schema version and extends are read before the sections.
@@ -154,6 +156,8 @@ def test_declared_defaults_are_the_loaded_values():
         ("workload", "epochs"): workload.epochs,
         ("job_class", "weight"): workload.classes[1].weight,
         ("objective", "cost_weight"): scenario.cost_weight,
+        ("failures", "checkpoint_gbps"): scenario.failures.checkpoint_gbps,
+        ("failures", "restart_s"): scenario.failures.restart_s,
     }
     for (section, name), value in loaded.items():
         assert value == pytest.approx(key(section, name).default), (section, name)

@@ -1,0 +1,189 @@
+"""GPU failures, checkpoints, restarts and repairs (scenario key ``failures``): the formulas, the process, and the
+validation against the published failure rates and the Young/Daly analytic goodput."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import yaml
+
+from geopipe_env.env import GeoPipeEnv
+from geopipe_env.generator import sample_world
+from geopipe_env.loader import SCENARIO_DIR, ScenarioError, StrictYamlLoader, load_builtin, load_scenario
+from geopipe_env.physics import failures
+from geopipe_env.simulator import ClusterSim, JobStatus, Placement
+from geopipe_env.units import SECONDS_PER_DAY
+
+LLAMA3_RATE = 419 / (54 * 16_384)  # unexpected interruptions per GPU-day (Dubey et al., arXiv 2407.21783)
+META_CLUSTER_RATE = 3e-3  # Kokolis et al., HPCA 2025: every cause that kills a job, per GPU-day
+
+
+def _flagship_class(name: str) -> dict:
+    data = yaml.load((SCENARIO_DIR / "geopipe-v0.yaml").read_text(), Loader=StrictYamlLoader)  # noqa: S506
+    return next(c for c in data["workload"]["job_classes"] if c["name"] == name)
+
+
+def one_job_world(rate: float, epochs: float, **failure_keys) -> dict:
+    """One 1,024-GPU Llama 3.1 405B job (the flagship's Meta shape) on OpenWebText in a region of 2,048 H100, so
+    that a failed GPU is always replaced at once: the job's own failures and checkpoints set its goodput."""
+    return {
+        "name": "one-job", "horizon_h": 8000, "start_utc": "2023-01-01T00:00Z",
+        "regions": [{"id": "a", "gpu": "H100", "num_gpus": 2048, "price_usd_per_kwh": 0.1}],
+        "network": {"rule": "matrix", "intra_region": {"bandwidth_gbps": 400, "latency_ms": 0.05}},
+        "workload": {"num_jobs": 1, "arrival": {"process": "batch"}, "datasets": ["openwebtext"], "epochs": epochs,
+                     "job_classes": [_flagship_class("llama3-405b-meta")]},
+        "failures": {"per_gpu_day": rate, "repair_h": 24.0, **failure_keys},
+    }
+
+
+def play(env: GeoPipeEnv, seed: int) -> dict:
+    """An episode with the first valid action at every step; its metrics."""
+    _, info = env.reset(seed=seed)
+    done = False
+    while not done:
+        _, _, terminated, truncated, info = env.step(int(np.flatnonzero(info["action_mask"])[0]))
+        done = terminated or truncated
+    return env.episode_metrics()
+
+
+def test_checkpoint_and_young_daly_formulas():
+    # 405B parameters × 14 bytes over 1,024 GPUs writing 1 Gbit/s each.
+    assert failures.checkpoint_s(405.0, 1024, 1.0) == pytest.approx(405e9 * 14 * 8 / 1024e9)
+    assert failures.mean_time_between_failures_s(3.0) == pytest.approx(SECONDS_PER_DAY / 3.0)
+    assert math.isinf(failures.mean_time_between_failures_s(0.0))
+    assert failures.young_daly_interval_s(50.0, 10_000.0) == pytest.approx(1000.0)
+    # No checkpoints and no failures: nothing is wasted; the Young/Daly interval minimises the waste.
+    assert failures.expected_goodput(math.inf, 0.0, 0.0, math.inf) == 1.0
+    best = failures.young_daly_interval_s(44.0, 28_000.0)
+    for other in (0.5 * best, 2.0 * best):
+        assert failures.expected_goodput(other, 44.0, 30.0, 28_000.0) < failures.expected_goodput(best, 44.0, 30.0, 28_000.0)
+
+
+@pytest.mark.parametrize(
+    "change, path, words",
+    [
+        (lambda f: f.pop("repair_h"), "failures.repair_h", "missing"),
+        (lambda f: f.update(per_gpu_day=-1.0), "failures.per_gpu_day", ">= 0"),
+        (lambda f: f.update(checkpoint_interval_h=0), "failures.checkpoint_interval_h", "> 0"),
+        (lambda f: f.update(repair_hours=1), "failures.repair_hours", "did you mean 'repair_h'"),
+    ],
+)
+def test_bad_failure_keys_get_one_line_naming_the_key(change, path, words):
+    data = one_job_world(META_CLUSTER_RATE, 1.0)
+    change(data["failures"])
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(data)
+    assert info.value.key_path == path and words in str(info.value) and "\n" not in str(info.value)
+
+
+def test_failures_are_off_by_default_and_drawn_after_everything_else():
+    """No shipped world fails. With failures on, a seed draws the same jobs, prices and links as without, and the
+    same failures every time."""
+    flagship = load_builtin("geopipe-v0")
+    assert flagship.failures is None and sample_world(flagship, np.random.default_rng(0)).failures is None
+    data = yaml.load((SCENARIO_DIR / "geopipe-v0.yaml").read_text(), Loader=StrictYamlLoader)  # noqa: S506
+    data["failures"] = {"per_gpu_day": META_CLUSTER_RATE, "repair_h": 24.0}
+    failing = load_scenario(data)
+    plain, first, again = (sample_world(s, np.random.default_rng(7)) for s in (flagship, failing, failing))
+    assert [j.arrival_s for j in plain.jobs] == [j.arrival_s for j in first.jobs]
+    assert [j.iterations for j in plain.jobs] == [j.iterations for j in first.jobs]
+    assert all(np.array_equal(a, b) for a, b in zip(first.failures, again.failures))
+    # 1,344 GPUs at 3e-3 a GPU-day for 30 days: about 121 failures, spread over the regions by their GPUs.
+    count = first.failures.times_s.shape[0]
+    expected = META_CLUSTER_RATE * 1344 * 30
+    assert abs(count - expected) < 4 * math.sqrt(expected)
+    assert np.all(np.diff(first.failures.times_s) >= 0) and first.failures.times_s[-1] <= failing.horizon_s
+
+
+def test_gpus_are_conserved_and_repaired():
+    """At every event, free + held + under-repair GPUs make up each region; every failure's GPU comes back after
+    the repair time; interrupted jobs wait again and finish with all their work done."""
+    data = yaml.load((SCENARIO_DIR / "small.yaml").read_text(), Loader=StrictYamlLoader)  # noqa: S506
+    data["failures"] = {"per_gpu_day": 2.0, "repair_h": 6.0}  # far above any fleet: many failures in a short episode
+    env = GeoPipeEnv(scenario=load_scenario(data))
+    _, info = env.reset(seed=3)
+    done, seen_repairs = False, 0
+    while not done:
+        sim = env.sim
+        held = sum((rj.gpus for rj in sim.running.values()), np.zeros_like(sim.free_gpus))
+        assert np.array_equal(sim.free_gpus + held + sim.repairing, env.world.num_gpus)
+        seen_repairs = max(seen_repairs, int(sim.repairing.sum()))
+        _, _, terminated, truncated, info = env.step(int(np.flatnonzero(info["action_mask"])[0]))
+        done = terminated or truncated
+    sim = env.sim
+    assert seen_repairs > 0 and sim.interruptions.sum() > 0
+    assert np.all(sim.work_left[sim.status == JobStatus.DONE] == 0.0)
+
+
+@pytest.mark.parametrize("rate, epochs, seeds", [(LLAMA3_RATE, 40.0, 4), (META_CLUSTER_RATE, 20.0, 2)])
+def test_a_one_job_world_fails_at_the_published_rate_with_the_young_daly_goodput(rate, epochs, seeds):
+    """The 1,024-GPU job is interrupted as often as rate × GPUs × its running days (within the 99% Poisson
+    interval, over the seeds), and its goodput is within 2% of the Young/Daly analytic value."""
+    env = GeoPipeEnv(scenario=load_scenario(one_job_world(rate, epochs)))
+    interruptions, running_days = 0, 0.0
+    for seed in range(seeds):
+        metrics = play(env, seed)
+        sim = env.sim
+        assert metrics["jobs_completed"] == 1
+        interruptions += int(sim.interruptions.sum())
+        running_days += sum(sim.run_totals().values()) / env.world.jobs[0].num_gpus / SECONDS_PER_DAY
+        job = env.world.jobs[0]
+        cost = failures.checkpoint_s(job.params / 1e9, job.num_gpus, 1.0)
+        mtbf = failures.mean_time_between_failures_s(rate * job.num_gpus)
+        expected = failures.expected_goodput(failures.young_daly_interval_s(cost, mtbf), cost, 30.0, mtbf)
+        assert metrics["goodput"] == pytest.approx(expected, abs=0.02)
+    mean = rate * 1024 * running_days
+    assert mean > 10
+    assert abs(interruptions - mean) < 2.58 * math.sqrt(mean) + 1  # 99% normal approximation of the Poisson
+
+
+def test_a_fixed_checkpoint_interval_and_no_failures():
+    """A stated interval is used as is (more waste than Young/Daly's); a rate of zero interrupts nothing and
+    checkpoints nothing, so the goodput is 1."""
+    env = GeoPipeEnv(scenario=load_scenario(one_job_world(0.0, 1.0)))
+    metrics = play(env, 0)
+    assert metrics["goodput"] == 1.0 and metrics["interruptions_per_job"] == 0.0
+    hourly = GeoPipeEnv(scenario=load_scenario(one_job_world(META_CLUSTER_RATE, 5.0, checkpoint_interval_h=0.1)))
+    daly = GeoPipeEnv(scenario=load_scenario(one_job_world(META_CLUSTER_RATE, 5.0)))
+    assert play(hourly, 0)["goodput"] < play(daly, 0)["goodput"]
+
+
+def test_an_interrupted_job_keeps_its_last_checkpoint():
+    """Right after an interruption the job waits again, with its work at launch less the whole iterations its
+    checkpoints saved; the computing it lost is less than one checkpoint cycle."""
+    scenario = load_scenario(one_job_world(META_CLUSTER_RATE, 5.0))
+    world = sample_world(scenario, np.random.default_rng(1))
+    sim = ClusterSim(world)
+    sim.step_event()  # the job's arrival
+    job = world.jobs[0]
+    sim.launch(0, Placement((0,), (job.num_stages,)))
+    before = float(sim.work_left[0])
+    while sim.interruptions[0] == 0:
+        assert sim.step_event()
+    assert sim.status[0] == JobStatus.WAITING and sim.waiting == [0] and not sim.running
+    left = float(sim.work_left[0])
+    assert left == math.floor(left) and 0 < left <= before
+    cost = failures.checkpoint_s(job.params / 1e9, job.num_gpus, scenario.failures.checkpoint_gbps)
+    cycle = failures.young_daly_interval_s(cost, failures.mean_time_between_failures_s(META_CLUSTER_RATE * job.num_gpus))
+    assert 0.0 <= sim.run_gpu_seconds["lost_s"] / job.num_gpus < cycle + cost
+    assert sim.run_gpu_seconds["restart_s"] == 0.0  # a first run has no restart
+
+
+def test_the_evaluation_reports_goodput_for_a_world_whose_gpus_fail(tmp_path, capsys):
+    """geopipe-evaluate on a scenario file with failures prints a goodput table and writes the failure metrics to
+    results.csv; on a world where nothing fails it prints no such table."""
+    from geopipe_baselines.evaluate_cli import main
+
+    data = {"extends": "small", "name": "small-failing", "failures": {"per_gpu_day": 2.0, "repair_h": 6.0}}
+    path = tmp_path / "small-failing.yaml"
+    path.write_text(yaml.safe_dump(data))
+    args = ["--policies", "bace-pipe", "sjf", "--seeds", "2", "--workers", "1", "--no-plots"]
+    assert main(["--env", str(path), *args, "--out", str(tmp_path / "failing")]) == 0
+    out = capsys.readouterr().out
+    assert "| policy | goodput | GPU-h lost to failures | interruptions per job |" in out
+    header = (tmp_path / "failing" / "results.csv").read_text().splitlines()[0].split(",")
+    assert {"goodput", "gpu_hours_lost_to_failures", "interruptions_per_job"} <= set(header)
+    assert main(["--env", "GeoPipe-Small-v0", *args, "--out", str(tmp_path / "plain")]) == 0
+    assert "goodput" not in capsys.readouterr().out
