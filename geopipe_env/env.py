@@ -475,7 +475,11 @@ class GeoPipeEnv(gym.Env):
         # GPU-hours of launched jobs (to their finish, or to now), and of those placed across regions.
         gpu_s = cross_gpu_s = 0.0
         crossing = 0
-        for jid, placement in sim.placements.items():
+        if w.failures is not None:  # a job may wait between runs, on other placements
+            held_s, cross_s = sim.held_gpu_seconds()
+            gpu_s, cross_gpu_s = float(held_s.sum()), float(cross_s.sum())
+            crossing = int(np.count_nonzero(cross_s))
+        for jid, placement in sim.placements.items() if w.failures is None else ():
             held = w.jobs[jid].num_gpus * ((sim.finish_s[jid] if done[jid] else sim.now_s) - sim.start_s[jid])
             gpu_s += held
             if len(placement.regions) > 1:

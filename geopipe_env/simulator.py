@@ -451,6 +451,8 @@ class ClusterSim:
         self._next_version = np.zeros(n_jobs, dtype=np.int64)
         self.repairing = np.zeros(world.num_regions, dtype=np.int64)
         self.run_gpu_seconds = dict.fromkeys(("restart_s", "saved_s", "checkpoint_s", "lost_s"), 0.0)
+        self.held_gpu_s = np.zeros(n_jobs)  # per job, its ended runs' GPU-seconds (held_gpu_seconds)
+        self.cross_held_gpu_s = np.zeros(n_jobs)
         if world.failures is not None:
             times = world.failures.times_s
             self._events.push_all(times.tolist(), [Event(_FAILURE, i) for i in range(times.shape[0])])
@@ -647,7 +649,21 @@ class ClusterSim:
         gpus = self.world.jobs[jid].num_gpus
         for name, seconds in zip(RunSplit._fields[:4], split[:4]):
             self.run_gpu_seconds[name] += gpus * seconds
+        self.held_gpu_s[jid] += gpus * (self.now_s - run.launch_s)
+        if len(self.running[jid].placement.regions) > 1:
+            self.cross_held_gpu_s[jid] += gpus * (self.now_s - run.launch_s)
         return split
+
+    def held_gpu_seconds(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per job, in a world with failures: the GPU-seconds its runs have held its GPUs so far, and those of its
+        runs whose pipeline crossed regions (a job may run on several placements)."""
+        held, cross = self.held_gpu_s.copy(), self.cross_held_gpu_s.copy()
+        for jid, run in self._runs.items():
+            seconds = self.world.jobs[jid].num_gpus * (self.now_s - run.launch_s)
+            held[jid] += seconds
+            if len(self.running[jid].placement.regions) > 1:
+                cross[jid] += seconds
+        return held, cross
 
     def run_totals(self) -> dict[str, float]:
         """GPU-seconds of every run so far by what they did (RunSplit's fields), the running jobs' current runs

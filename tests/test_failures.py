@@ -187,3 +187,16 @@ def test_the_evaluation_reports_goodput_for_a_world_whose_gpus_fail(tmp_path, ca
     assert {"goodput", "gpu_hours_lost_to_failures", "interruptions_per_job"} <= set(header)
     assert main(["--env", "GeoPipe-Small-v0", *args, "--out", str(tmp_path / "plain")]) == 0
     assert "goodput" not in capsys.readouterr().out
+
+
+def test_gpu_hours_count_only_the_runs():
+    """With failures, a job's held GPU-hours are those of its runs, not the time it waited between them: every run's
+    GPU-seconds (restart, saved, checkpoint, lost) add up to what the jobs held."""
+    data = yaml.load((SCENARIO_DIR / "small.yaml").read_text(), Loader=StrictYamlLoader)  # noqa: S506
+    data["failures"] = {"per_gpu_day": 2.0, "repair_h": 6.0}
+    env = GeoPipeEnv(scenario=load_scenario(data))
+    metrics = play(env, 3)
+    held, cross = env.sim.held_gpu_seconds()
+    assert env.sim.interruptions.sum() > 0
+    assert float(held.sum()) == pytest.approx(sum(env.sim.run_totals().values()))
+    assert np.all(cross <= held) and 0.0 <= metrics["cross_region_gpu_share"] <= 1.0
