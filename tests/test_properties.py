@@ -23,14 +23,19 @@ from geopipe_env.synthetic import random_scenario_dict
     action_seed=st.integers(0, 2**32 - 1),
     invalid_rate=st.sampled_from([0.0, 0.2]),
     replicas=st.sampled_from([1, 1, 2, 4]),
+    failing=st.booleans(),
 )
-def test_random_worlds_keep_invariants(world_seed, num_regions, num_jobs, market_prices, action_seed, invalid_rate, replicas):
+def test_random_worlds_keep_invariants(world_seed, num_regions, num_jobs, market_prices, action_seed, invalid_rate, replicas,
+                                       failing):
     """No exception; GPUs, link loads, clock, energy, cost, carbon, JCT bounds and the reward sum hold at every step.
 
     A world with ``replicas`` > 1 runs every job as that many data-parallel replicas with the same per-replica batch
-    (or single-replica, when its regions cannot hold the replicas' stages).
+    (or single-replica, when its regions cannot hold the replicas' stages). A ``failing`` world's GPUs fail often
+    (once a GPU-day, repaired in two hours), so that episodes interrupt jobs: GPUs under repair are counted apart.
     """
     spec = random_scenario_dict(np.random.default_rng(world_seed), num_regions, num_jobs, market_prices=market_prices)
+    if failing:
+        spec["failures"] = {"per_gpu_day": 1.0, "repair_h": 2.0}
     scenario = None
     if replicas > 1:
         workload = {k: v for k, v in spec["workload"].items() if k != "num_microbatches"}
@@ -46,6 +51,10 @@ def test_random_worlds_keep_invariants(world_seed, num_regions, num_jobs, market
     obs, info = env.reset(seed=int(rng.integers(2**31)))
     assert env.observation_space.contains(obs)
     sim, world = env.sim, env.world
+    # Rewards cover the episode from its first decision on; before it (a failing world's first job may find too few
+    # GPUs in service) time, cost and carbon accrue with no decision to reward.
+    job_s0, cost0 = sim.job_seconds, sim.cost_usd
+    assert (job_s0, cost0) == (0.0, 0.0) or failing or world.scenario.bill_idle_capacity
     prices_non_negative = bool((world.price.values >= 0).all())
     total, last_t, last_energy = 0.0, 0.0, 0.0
     for steps in range(1, 501):
@@ -58,7 +67,9 @@ def test_random_worlds_keep_invariants(world_seed, num_regions, num_jobs, market
         assert env.observation_space.contains(obs)
         assert info["action_mask"][env.wait_action] or terminated or truncated
         held = sum((rj.gpus for rj in sim.running.values()), np.zeros_like(sim.free_gpus))
-        assert (sim.free_gpus >= 0).all() and np.array_equal(world.num_gpus - sim.free_gpus, held)
+        assert (sim.free_gpus >= 0).all() and (sim.repairing >= 0).all()
+        assert np.array_equal(world.num_gpus - sim.free_gpus - sim.repairing, held)
+        assert (sim.work_left >= 0).all()
         assert (sim.link_load_gbps <= sim.capacity_gbps * (1 + 1e-9) + 1e-12).all()
         assert sim.now_s >= last_t and sim.energy_kwh >= last_energy >= 0.0 and sim.carbon_kg >= 0.0
         assert sim.cost_usd >= 0.0 or not prices_non_negative
@@ -72,10 +83,12 @@ def test_random_worlds_keep_invariants(world_seed, num_regions, num_jobs, market
     lower = np.array([j.lower_bound_s for j in world.jobs])
     assert (sim.start_s[done] >= arrival[done]).all()
     assert (sim.finish_s[done] - arrival[done] >= lower[done] * (1 - 1e-9)).all()
-    expected = -(sim.job_seconds / env.t_ref_s + env.cost_weight * sim.cost_usd / env.c_ref_usd)
+    expected = -((sim.job_seconds - job_s0) / env.t_ref_s + env.cost_weight * (sim.cost_usd - cost0) / env.c_ref_usd)
     expected -= env.invalid_action_penalty * env.invalid_actions
     assert total == pytest.approx(expected, rel=1e-6, abs=1e-9)
-    PROPERTY_TALLY.update(worlds=1, steps=steps, invalid=env.invalid_actions, jobs_done=int(done.sum()))
+    assert (sim.work_left[done] == 0).all() or not failing
+    PROPERTY_TALLY.update(worlds=1, steps=steps, invalid=env.invalid_actions, jobs_done=int(done.sum()),
+                          interruptions=int(sim.interruptions.sum()))
 
 
 def _first_valid(mask: np.ndarray) -> int:
