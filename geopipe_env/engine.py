@@ -21,6 +21,10 @@ class EventKind(IntEnum):
     HOUR_TICK = 2  # electricity prices, carbon and background traffic change on the hour
     FAILURE = 3  # a GPU fails (job_id: the failure's index in the world's GpuFailures)
     REPAIR = 4  # a failed GPU is back in service (job_id: its region)
+    CAPACITY_LOSS = 5  # a region loses GPUs (job_id: the loss's index in the world's CapacityLosses)
+    CAPACITY_RETURN = 6  # they are back (job_id: the region; version: how many)
+    LINK_DEGRADE = 7  # a WAN link's bandwidth drops (job_id: the degradation's index in the world's LinkDegradations)
+    LINK_RESTORE = 8  # and comes back (job_id: the same index)
 
 
 class Event(NamedTuple):

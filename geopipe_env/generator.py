@@ -19,7 +19,9 @@ from geopipe_env import bundled
 from geopipe_env.caches import BoundedDict
 from geopipe_env.physics import pipeline
 from geopipe_env.physics.energy import HourlyIntegral, gpu_power_w
-from geopipe_env.scenario import SIZING_FIXED, SIZING_MEMORY, FailureSpec, JobShape, Scenario
+from geopipe_env.scenario import (
+    SIZING_FIXED, SIZING_MEMORY, CapacityLossSpec, FailureSpec, JobShape, LinkDegradation, Scenario,
+)
 from geopipe_env.sizing import connected_components, size_job
 from geopipe_env.physics.pipeline import BACKWARD_TO_FORWARD, ONE_F_ONE_B
 from geopipe_env.units import SECONDS_PER_DAY, SECONDS_PER_HOUR, rate_gbps, transfer_time_s
@@ -140,6 +142,41 @@ def draw_failures(spec: FailureSpec, gpus: tuple, num_gpus: np.ndarray, horizon_
     return GpuFailures(times, regions, rng.random(count), per_gpu_day)
 
 
+class CapacityLosses(NamedTuple):
+    """The capacity losses of an episode, drawn with its world (:func:`draw_capacity_losses`)."""
+
+    times_s: np.ndarray  # sorted
+    regions: np.ndarray
+
+
+def draw_capacity_losses(spec: CapacityLossSpec, num_regions: int, horizon_s: float,
+                         rng: np.random.Generator) -> CapacityLosses:
+    """Each region loses GPUs as a Poisson process at ``per_region_day``: the merged process over the horizon, its
+    count drawn first, then its times and regions (uniform)."""
+    total = spec.per_region_day * num_regions / SECONDS_PER_DAY
+    count = int(rng.poisson(total * horizon_s)) if total > 0.0 else 0
+    return CapacityLosses(np.sort(rng.uniform(0.0, horizon_s, size=count)), rng.integers(0, num_regions, size=count))
+
+
+class LinkDegradations(NamedTuple):
+    """The link degradations of an episode, drawn with its world (:func:`draw_degradations`)."""
+
+    times_s: np.ndarray  # sorted
+    links: np.ndarray  # (n, 2) the two regions of each degraded link
+
+
+def draw_degradations(spec: LinkDegradation, bandwidth_gbps: np.ndarray, horizon_s: float,
+                      rng: np.random.Generator) -> LinkDegradations:
+    """Each WAN link (a pair of regions with bandwidth either way) degrades as a Poisson process at
+    ``per_link_day``: the merged process over the horizon, its count drawn first, then its times and links."""
+    linked = (bandwidth_gbps > 0) | (bandwidth_gbps > 0).T
+    pairs = np.argwhere(np.triu(linked, k=1))
+    total = spec.per_link_day * len(pairs) / SECONDS_PER_DAY
+    count = int(rng.poisson(total * horizon_s)) if total > 0.0 else 0
+    times = np.sort(rng.uniform(0.0, horizon_s, size=count))
+    return LinkDegradations(times, pairs[rng.integers(0, len(pairs), size=count)] if count else np.zeros((0, 2), np.int64))
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class World:
     """An episode's world: the scenario after randomisation, and its jobs."""
@@ -161,6 +198,8 @@ class World:
     # GPU failures over the horizon (scenario.failures; None when nothing fails): their times, regions, and each
     # as a uniform draw in [0, 1) that picks the GPU of the region it hits; and each region's rate per GPU-day.
     failures: GpuFailures | None = None
+    capacity_losses: CapacityLosses | None = None  # scenario.capacity_loss's events (None without it)
+    degradations: LinkDegradations | None = None  # scenario.network.degradation's events (None without it)
 
     @property
     def num_regions(self) -> int:
@@ -434,6 +473,12 @@ def sample_world(scenario: Scenario, rng: np.random.Generator, profile_cache: Mu
     failures = None
     if scenario.failures is not None:
         failures = draw_failures(scenario.failures, gpus, num_gpus, scenario.horizon_s, rng)
+    losses = None
+    if scenario.capacity_loss is not None:
+        losses = draw_capacity_losses(scenario.capacity_loss, len(regions), scenario.horizon_s, rng)
+    degradations = None
+    if net.degradation is not None:
+        degradations = draw_degradations(net.degradation, bandwidth, scenario.horizon_s, rng)
     return World(
         scenario=scenario,
         num_gpus=num_gpus,
@@ -453,6 +498,8 @@ def sample_world(scenario: Scenario, rng: np.random.Generator, profile_cache: Mu
             for r in regions
         ),
         failures=failures,
+        capacity_losses=losses,
+        degradations=degradations,
     )
 
 

@@ -46,7 +46,9 @@ from geopipe_env.scenario import (
     SIZING_KSTAR,
     ArrivalSpec,
     BackgroundTraffic,
+    CapacityLossSpec,
     FailureSpec,
+    LinkDegradation,
     HourlySeries,
     JobClass,
     JobShape,
@@ -486,6 +488,7 @@ def _build(data: Any, base_dir: Path, default_name: str) -> Scenario:
         pipeline_schedule=schedule,
         virtual_stages=virtual_stages,
         failures=_failures(root.section("failures")),
+        capacity_loss=_capacity_loss(root.section("capacity_loss"), root),
     )
     _check_feasible(scenario, checks)
     return scenario
@@ -502,6 +505,23 @@ def _failures(section: _Section | None) -> FailureSpec | None:
         checkpoint_gbps=section.get("checkpoint_gbps"),
         restart_s=section.get("restart_s"),
         repair_s=seconds_from_hours(section.get("repair_h")),
+    )
+
+
+def _capacity_loss(section: _Section | None, root: _Section) -> CapacityLossSpec | None:
+    """The ``capacity_loss`` section, with hours as seconds; None when absent. Interrupted jobs need the
+    checkpoints and restarts of ``failures``."""
+    if section is None:
+        return None
+    if not root.has("failures"):
+        raise ScenarioError(
+            section.path, "given without failures", "a failures section too (its checkpoints and restarts; per_gpu_day: 0 for no failures)"
+        )
+    return CapacityLossSpec(
+        per_region_day=section.get("per_region_day"),
+        fraction=section.get("fraction"),
+        duration_s=seconds_from_hours(section.get("duration_h")),
+        notice_s=section.get("notice_s"),
     )
 
 
@@ -760,6 +780,13 @@ def _network(section: _Section, regions: tuple[RegionSpec, ...], rule: str) -> N
         )
     bandwidth_gbps.flags.writeable = False
     latency_s.flags.writeable = False
+    degradation = None
+    dg = section.section("degradation")
+    if dg is not None:
+        degradation = LinkDegradation(
+            per_link_day=dg.get("per_link_day"), factor=dg.get("factor"),
+            duration_s=seconds_from_hours(dg.get("duration_h")),
+        )
     return NetworkSpec(
         rule=rule,
         bandwidth_gbps=bandwidth_gbps,
@@ -767,6 +794,7 @@ def _network(section: _Section, regions: tuple[RegionSpec, ...], rule: str) -> N
         intra_bandwidth_gbps=intra_bw,
         intra_latency_s=intra_lat_ms * SECONDS_PER_MS,
         background=background,
+        degradation=degradation,
     )
 
 

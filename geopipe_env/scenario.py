@@ -89,6 +89,15 @@ class BackgroundTraffic:
 MAX_BACKGROUND_FRACTION = 0.95  # never take a link entirely away, so no job starves to zero rate
 
 
+@dataclass(frozen=True, slots=True)
+class LinkDegradation:
+    """WAN links whose bandwidth drops for a while (``network.degradation`` in a scenario file)."""
+
+    per_link_day: float  # events per link (both directions) and day
+    factor: float  # the share of its bandwidth a degraded link keeps
+    duration_s: float
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class NetworkSpec:
     """Inter-region links (directed, full duplex) and the intra-region link.
@@ -105,12 +114,19 @@ class NetworkSpec:
     intra_bandwidth_gbps: float
     intra_latency_s: float
     background: BackgroundTraffic | None = None
+    degradation: LinkDegradation | None = None
 
     @property
     def fixed_line_rates(self) -> bool:
-        """Whether every link's capacity stays as given for the whole episode (no background traffic takes a share):
-        what lets layouts' timing be cached across episodes and the candidate table run compiled."""
-        return self.background is None
+        """Whether every link's capacity stays as given for the whole episode (no background traffic takes a share,
+        no link degrades): what lets layouts' timing be cached across episodes and the candidate table run
+        compiled."""
+        return self.background is None and self.degradation is None
+
+    @property
+    def hourly_line_rates(self) -> bool:
+        """Whether capacities change on the hour (background traffic)."""
+        return self.background is not None
 
     def graph(self, region_ids: tuple[str, ...]) -> nx.DiGraph:
         """The network as a networkx digraph with ``bandwidth_gbps`` and ``latency_s`` edge attributes."""
@@ -280,6 +296,16 @@ class FailureSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class CapacityLossSpec:
+    """Regions losing a share of their GPUs for a while, with notice (``capacity_loss`` in a scenario file)."""
+
+    per_region_day: float
+    fraction: float
+    duration_s: float
+    notice_s: float
+
+
+@dataclass(frozen=True, slots=True)
 class Scenario:
     """A complete, validated world description."""
 
@@ -298,6 +324,7 @@ class Scenario:
     pipeline_schedule: str = "1f1b"
     virtual_stages: int = 1
     failures: FailureSpec | None = None  # None: nothing fails
+    capacity_loss: CapacityLossSpec | None = None  # None: regions keep their GPUs (needs failures: checkpoints)
 
     @property
     def num_regions(self) -> int:

@@ -218,6 +218,20 @@ SECTIONS: dict[str, tuple[Key, ...]] = {
         Key("failures", "section", "GPUs that fail: a job that loses a GPU loses its work since its last checkpoint "
             "and waits again; the GPU is repaired ([Physics](physics.md#gpu-failures-checkpoints-and-restarts))",
             keys="failures", default_text="none: nothing fails"),
+        Key("capacity_loss", "section", "regions that lose a share of their GPUs for a while, with notice; needs "
+            "`failures` (its checkpoints and restarts) ([Physics](physics.md#gpu-failures-checkpoints-and-restarts))",
+            keys="capacity_loss", default_text="none: regions keep their GPUs"),
+    ),
+    "capacity_loss": (
+        Key("per_region_day", "number", "how often a region loses GPUs: a capacity reservation that ends, or spot "
+            "capacity reclaimed (in most such events the same instance type in a zone goes within minutes)",
+            "per region-day", REQUIRED, **NON_NEGATIVE),
+        Key("fraction", "number", "the share of the region's GPUs an event takes (free ones first, then those of "
+            "the jobs that launched last)", "fraction", REQUIRED, **FRACTION),
+        Key("duration_h", "number", "how long they stay away", "hours", REQUIRED, **POSITIVE),
+        Key("notice_s", "number", "warning before the GPUs go: a job whose checkpoint takes no longer writes one and "
+            "loses no work", "s", 120.0, **NON_NEGATIVE,
+            source="the two-minute notice of an EC2 Spot Instance interruption (AWS EC2 User Guide)"),
     ),
     "failures": (
         Key("per_gpu_day", "number", "how often each GPU in service fails, by every cause that stops a job; a GPU type "
@@ -283,6 +297,15 @@ SECTIONS: dict[str, tuple[Key, ...]] = {
         Key("background", "section", "share of every WAN link taken by other traffic: "
             "`mean + amplitude·sin(2π(h + phase_h)/period_h)`, clipped to [0, 0.95]", keys="background",
             default_text="none"),
+        Key("degradation", "section", "WAN links whose bandwidth drops for a while (brown-outs): each link, both "
+            "directions, as a Poisson process ([Physics](physics.md#gpu-failures-checkpoints-and-restarts))",
+            keys="degradation", default_text="none"),
+    ),
+    "degradation": (
+        Key("per_link_day", "number", "how often a link degrades", "per link-day", REQUIRED, **NON_NEGATIVE),
+        Key("factor", "number", "the share of its bandwidth a degraded link keeps (overlapping events on a link do "
+            "not compound)", "fraction", REQUIRED, **FRACTION),
+        Key("duration_h", "number", "how long a degradation lasts", "hours", REQUIRED, **POSITIVE),
     ),
     "link": (
         Key("bandwidth_gbps", "number", "capacity per direction; only under `matrix`, where it is required",
@@ -375,9 +398,10 @@ SECTIONS: dict[str, tuple[Key, ...]] = {
 SECTION_PATHS = {
     "top": "", "gpu": "gpus.<name>", "region": "regions[i]", "price_csv": "regions[i].price_csv",
     "network": "network", "link": "network.matrix.<src>.<dst>", "intra_region": "network.intra_region",
-    "background": "network.background", "workload": "workload", "arrival": "workload.arrival",
+    "background": "network.background", "degradation": "network.degradation", "workload": "workload", "arrival": "workload.arrival",
     "trace": "workload.trace", "job_class": "workload.job_classes[i]", "model": "workload.models[i]",
     "dataset": "workload.datasets[i]", "randomize": "randomize", "objective": "objective", "failures": "failures",
+    "capacity_loss": "capacity_loss",
 }
 # Columns of a trace CSV besides the shape columns (:func:`trace_columns`).
 TRACE_JOB_COLUMNS = ("submit_time_s", "model", "dataset", "iterations")

@@ -67,6 +67,8 @@ class Placement:
 _WAITING, _RUNNING, _DONE = int(JobStatus.WAITING), int(JobStatus.RUNNING), int(JobStatus.DONE)
 _ARRIVAL, _COMPLETION = EventKind.ARRIVAL, EventKind.COMPLETION
 _FAILURE, _REPAIR = EventKind.FAILURE, EventKind.REPAIR
+_LOSS, _RETURN = EventKind.CAPACITY_LOSS, EventKind.CAPACITY_RETURN
+_DEGRADE, _RESTORE = EventKind.LINK_DEGRADE, EventKind.LINK_RESTORE
 
 
 class Run(NamedTuple):
@@ -425,10 +427,12 @@ class ClusterSim:
         self._events.push_all([job.arrival_s for job in world.jobs], arrival_events(n_jobs))
         # Hour ticks only where something changes by the hour: background traffic, or an hourly price or carbon
         # series of this episode's world (randomisation can hold a scenario's markets constant).
-        self._time_varying = not sc.network.fixed_line_rates or world.hourly_series
+        self._time_varying = sc.network.hourly_line_rates or world.hourly_series
         # The next hour tick: kept beside the heap (there is at most one), so that the next arrival or completion
         # is the heap's top and a run of quiet hours can be taken at once (advance_quiet_hours).
         self._tick_s = SECONDS_PER_HOUR if self._time_varying else float("inf")
+        # Per directed link, the degradations under way (world.degradations; None without them).
+        self._degraded = None if world.degradations is None else np.zeros((world.num_regions, world.num_regions), dtype=np.int64)
         self.capacity_gbps = self._capacity_at(0.0)
         self._capacity_version = 0  # bumps when background traffic changes capacities
         # (job profile, placement, capacity version) → stage arrays, demand and timing (read-only): timing is
@@ -450,12 +454,19 @@ class ClusterSim:
         self._runs: dict[int, Run] = {}
         self._next_version = np.zeros(n_jobs, dtype=np.int64)
         self.repairing = np.zeros(world.num_regions, dtype=np.int64)
+        self.away = np.zeros(world.num_regions, dtype=np.int64)  # per region, GPUs a capacity loss took
         self.run_gpu_seconds = dict.fromkeys(("restart_s", "saved_s", "checkpoint_s", "lost_s"), 0.0)
         self.held_gpu_s = np.zeros(n_jobs)  # per job, its ended runs' GPU-seconds (held_gpu_seconds)
         self.cross_held_gpu_s = np.zeros(n_jobs)
         if world.failures is not None:
             times = world.failures.times_s
             self._events.push_all(times.tolist(), [Event(_FAILURE, i) for i in range(times.shape[0])])
+        if world.capacity_losses is not None:
+            times = world.capacity_losses.times_s
+            self._events.push_all(times.tolist(), [Event(_LOSS, i) for i in range(times.shape[0])])
+        if world.degradations is not None:
+            times = world.degradations.times_s
+            self._events.push_all(times.tolist(), [Event(_DEGRADE, i) for i in range(times.shape[0])])
 
     def _bind_job_rows(self) -> None:
         """Name the rows of the per-job tables (views: writing one writes the table the kernels read)."""
@@ -482,10 +493,24 @@ class ClusterSim:
     # ------------------------------------------------------------------ time
     def _capacity_at(self, t_s: float) -> np.ndarray:
         net = self.world.scenario.network
-        if net.fixed_line_rates:
-            return self.world.bandwidth_gbps
-        hour = self.world.start_hour + t_s / SECONDS_PER_HOUR
-        return self.world.bandwidth_gbps * (1.0 - net.background.fraction_at(hour))
+        capacity = self.world.bandwidth_gbps
+        if net.background is not None:
+            hour = self.world.start_hour + t_s / SECONDS_PER_HOUR
+            capacity = capacity * (1.0 - net.background.fraction_at(hour))
+        if self._degraded is not None and self._degraded.any():
+            capacity = capacity * np.where(self._degraded > 0, net.degradation.factor, 1.0)
+        return capacity
+
+    def _degrade(self, index: int, by: int) -> bool:
+        """Start (``by`` 1) or end (−1) degradation ``index`` of its link, both ways; the new line rates."""
+        a, b = (int(r) for r in self.world.degradations.links[index])
+        self._degraded[a, b] += by
+        self._degraded[b, a] += by
+        if by > 0:
+            self._events.push(self.now_s + self.world.scenario.network.degradation.duration_s, Event(_RESTORE, index))
+        self.capacity_gbps = self._capacity_at(self.now_s)
+        self._capacity_version += 1
+        return True
 
     @property
     def done(self) -> bool:
@@ -527,7 +552,7 @@ class ClusterSim:
         before ``limit_s``; otherwise advance to ``limit_s`` and return False. The integration up to the event is
         one compiled call (``sim_kernels.advance_to_event``)."""
         kw, total_w = self._billed_power()
-        quiet_hours = quiet_hours and self.world.scenario.network.fixed_line_rates
+        quiet_hours = quiet_hours and not self.world.scenario.network.hourly_line_rates
         self.now_s, self._tick_s, reached = sim_kernels.advance_to_event(
             self.now_s, self._tick_s, self._events.peek(), limit_s, quiet_hours, self._running_ids, self._job_f, kw,
             total_w, self._series, self._allocated_gpus, len(self.waiting) + len(self.running), self._totals,
@@ -552,7 +577,7 @@ class ClusterSim:
         """Process, as :meth:`step_event` would one by one, every hour tick before the next arrival or completion
         and at or before ``limit_s``, when the caller knows that nothing it decides depends on prices or carbon
         until then. Does nothing with background traffic, whose hourly capacities change the rates."""
-        if not self.world.scenario.network.fixed_line_rates or self._tick_s >= self._events.peek():
+        if self.world.scenario.network.hourly_line_rates or self._tick_s >= self._events.peek():
             return
         if self._tick_s > limit_s:
             return
@@ -582,13 +607,23 @@ class ClusterSim:
             self.repairing[ev.job_id] -= 1
             self.free_gpus[ev.job_id] += 1
             return False
+        if kind == _LOSS:
+            return self._lose(ev.job_id)
+        if kind == _RETURN:  # a capacity loss ends: its GPUs (the event's version) are back
+            self.away[ev.job_id] -= ev.version
+            self.free_gpus[ev.job_id] += ev.version
+            return False
+        if kind == _DEGRADE:
+            return self._degrade(ev.job_id, 1)
+        if kind == _RESTORE:
+            return self._degrade(ev.job_id, -1)
         raise ValueError(f"unexpected event {ev!r}: hour ticks are not kept in the heap")
 
     def _hour_tick(self) -> bool:
         """Prices change (read lazily from the series); background traffic changes capacities. True if link
         rates need recomputing."""
         self._tick_s = self.now_s + SECONDS_PER_HOUR
-        if not self.world.scenario.network.fixed_line_rates:
+        if self.world.scenario.network.hourly_line_rates:
             self.capacity_gbps = self._capacity_at(self.now_s)
             self._capacity_version += 1
             return True
@@ -605,7 +640,7 @@ class ClusterSim:
         self._allocated_gpus -= rj.job.num_gpus  # the sum of rj.gpus
         self.status[jid] = _DONE
         self.finish_s[jid] = self.now_s
-        self.gpu_timeline.append((self.now_s, self.world.num_gpus - self.free_gpus - self.repairing))
+        self.gpu_timeline.append((self.now_s, self._held_per_region()))
 
     # ------------------------------------------------------------------ failures
     def _start_run(self, job: Job, lay: Layout) -> float:
@@ -639,7 +674,7 @@ class ClusterSim:
         cycles = 0.0 if math.isinf(cycle) else math.floor(working / cycle)
         writing = cycles * run.checkpoint_s
         computing = working - writing
-        saved = cycles * run.interval_s if interrupted else computing
+        saved = (cycles * run.interval_s if cycles else 0.0) if interrupted else computing
         useful_iters = max(done - run.overhead_iters, 0.0) * (1.0 if math.isinf(cycle) else run.interval_s / cycle)
         saved_iters = useful_iters * (saved / computing) if computing > 0.0 else 0.0
         return RunSplit(restart, saved, writing, computing - saved, saved_iters)
@@ -676,14 +711,14 @@ class ClusterSim:
         return totals
 
     def _fail(self, index: int) -> bool:
-        """A GPU of a region fails: one in service, picked uniformly (a pick that lands on a GPU under repair is no
-        failure: each GPU in service fails at the region's rate). If a job holds it, the job is interrupted. True if
+        """A GPU of a region fails: one in service, picked uniformly (a pick that lands on a GPU under repair or away
+        is no failure: each GPU in service fails at the region's rate). If a job holds it, the job is interrupted. True if
         link rates need recomputing."""
         drawn = self.world.failures
         region = int(drawn.regions[index])
-        pick = int(drawn.picks[index] * self.world.num_gpus[region]) - int(self.repairing[region])
+        pick = int(drawn.picks[index] * self.world.num_gpus[region]) - int(self.repairing[region] + self.away[region])
         if pick < 0:
-            return False
+            return False  # a GPU under repair, or away
         self.repairing[region] += 1
         self._events.push(self.now_s + self.world.scenario.failures.repair_s, Event(_REPAIR, region))
         for rj in self.running.values():
@@ -695,23 +730,54 @@ class ClusterSim:
         self.free_gpus[region] -= 1  # a GPU no job held
         return False
 
-    def _interrupt(self, rj: RunningJob, region: int) -> None:
-        """``rj`` loses a GPU in ``region``: it keeps the work of its last checkpoint, frees its other GPUs and
-        waits again, in arrival order."""
+    def _lose(self, index: int) -> bool:
+        """A region loses a share of its GPUs for a while (a capacity block's end, or correlated spot
+        interruptions), with notice: free GPUs go first, then the jobs that launched last, which checkpoint in the
+        notice if it is long enough to write one (else they lose their work since their last checkpoint, as on a
+        failure). True if link rates need recomputing."""
+        spec = self.world.scenario.capacity_loss
+        region = int(self.world.capacity_losses.regions[index])
+        in_service = int(self.world.num_gpus[region] - self.repairing[region] - self.away[region])
+        lost = min(max(1, round(spec.fraction * int(self.world.num_gpus[region]))), in_service)
+        if lost <= 0:
+            return False
+        victims = sorted((rj for rj in self.running.values() if rj.gpus[region]), key=lambda rj: -self._runs[rj.job.job_id].launch_s)
+        changed = False
+        for rj in victims:
+            if self.free_gpus[region] >= lost:
+                break
+            job = rj.job
+            cost = failures.checkpoint_s(job.params / 1e9, job.num_gpus, self.world.scenario.failures.checkpoint_gbps)
+            self._interrupt(rj, None, noticed=spec.notice_s >= cost)
+            changed = True
+        self.free_gpus[region] -= lost
+        self.away[region] += lost
+        self._events.push(self.now_s + spec.duration_s, Event(_RETURN, region, lost))
+        return changed
+
+    def _interrupt(self, rj: RunningJob, failed: int | None, noticed: bool = False) -> None:
+        """``rj`` stops: it keeps the work of its last checkpoint (all of it if ``noticed``: it checkpointed in the
+        notice), frees its GPUs (but the failed one's, in region ``failed``, which is under repair) and waits again,
+        in arrival order."""
         jid = rj.job.job_id
         run = self._runs.pop(jid)
-        split = self._count_run(run, jid, interrupted=True)
+        split = self._count_run(run, jid, interrupted=not noticed)
         self.work_left[jid] = max(run.work_iters - math.floor(split.saved_iters), 0.0)  # checkpoints hold whole iterations
         self.interruptions[jid] += 1
         self._next_version[jid] = rj.version + 1
         del self.running[jid]
         self._running_ids = np.fromiter(self.running, np.int64, len(self.running))
         self.free_gpus += rj.gpus
-        self.free_gpus[region] -= 1  # the failed GPU is under repair
+        if failed is not None:
+            self.free_gpus[failed] -= 1  # the failed GPU is under repair
         self._allocated_gpus -= rj.job.num_gpus
         self.status[jid] = _WAITING
         bisect.insort(self.waiting, jid)  # job ids follow arrival order
-        self.gpu_timeline.append((self.now_s, self.world.num_gpus - self.free_gpus - self.repairing))
+        self.gpu_timeline.append((self.now_s, self._held_per_region()))
+
+    def _held_per_region(self) -> np.ndarray:
+        """(R,) GPUs jobs hold: those neither free, under repair, nor away (capacity loss)."""
+        return self.world.num_gpus - self.free_gpus - self.repairing - self.away
 
     def mean_iteration_s(self) -> np.ndarray:
         """(num_jobs,) each launched job's mean iteration time so far: time running ÷ iterations done (NaN if it
@@ -903,7 +969,7 @@ class ClusterSim:
         self.running[job_id] = rj
         self._running_ids = np.fromiter(self.running, np.int64, len(self.running))
         self.placements[job_id] = placement
-        self.gpu_timeline.append((self.now_s, self.world.num_gpus - self.free_gpus - self.repairing))
+        self.gpu_timeline.append((self.now_s, self._held_per_region()))
         self._recompute_rates()
 
     def _recompute_rates(self) -> None:

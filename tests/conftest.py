@@ -38,7 +38,8 @@ def pytest_terminal_summary(terminalreporter):
         t = PROPERTY_TALLY
         terminalreporter.write_line(
             f"property test: {t['worlds']:,} random worlds, {t['steps']:,} steps ({t['invalid']:,} invalid actions sent), "
-            f"{t['jobs_done']:,} jobs finished, {t['interruptions']:,} interrupted by a GPU failure; every invariant "
+            f"{t['jobs_done']:,} jobs finished, {t['interruptions']:,} interrupted by a failure or a capacity loss; "
+            "every invariant "
             "checked at every step"
         )
 

@@ -108,7 +108,7 @@ def test_gpus_are_conserved_and_repaired():
     while not done:
         sim = env.sim
         held = sum((rj.gpus for rj in sim.running.values()), np.zeros_like(sim.free_gpus))
-        assert np.array_equal(sim.free_gpus + held + sim.repairing, env.world.num_gpus)
+        assert np.array_equal(sim.free_gpus + held + sim.repairing + sim.away, env.world.num_gpus)
         seen_repairs = max(seen_repairs, int(sim.repairing.sum()))
         _, _, terminated, truncated, info = env.step(int(np.flatnonzero(info["action_mask"])[0]))
         done = terminated or truncated
@@ -200,3 +200,70 @@ def test_gpu_hours_count_only_the_runs():
     assert env.sim.interruptions.sum() > 0
     assert float(held.sum()) == pytest.approx(sum(env.sim.run_totals().values()))
     assert np.all(cross <= held) and 0.0 <= metrics["cross_region_gpu_share"] <= 1.0
+
+
+def _losing(notice_s: float) -> GeoPipeEnv:
+    data = yaml.load((SCENARIO_DIR / "small.yaml").read_text(), Loader=StrictYamlLoader)  # noqa: S506
+    data["failures"] = {"per_gpu_day": 0.0, "repair_h": 1.0}
+    data["capacity_loss"] = {"per_region_day": 24.0, "fraction": 0.5, "duration_h": 12.0, "notice_s": notice_s}
+    return GeoPipeEnv(scenario=load_scenario(data))
+
+
+def test_capacity_loss_takes_free_gpus_first_then_the_newest_jobs_and_gives_them_back():
+    """A region that loses half its GPUs gives free ones first; the jobs that must stop are the last launched;
+    the GPUs come back after the loss's duration; GPUs are conserved at every step. With a notice that covers a
+    checkpoint, stopped jobs lose no work (only restarts); with none they lose their work since a checkpoint."""
+    lost = {}
+    for notice in (3600.0, 0.0):
+        env = _losing(notice)
+        _, info = env.reset(seed=2)
+        done, seen_away = False, 0
+        while not done:
+            sim = env.sim
+            held = sum((rj.gpus for rj in sim.running.values()), np.zeros_like(sim.free_gpus))
+            assert np.array_equal(sim.free_gpus + held + sim.repairing + sim.away, env.world.num_gpus)
+            seen_away = max(seen_away, int(sim.away.sum()))
+            _, _, terminated, truncated, info = env.step(int(np.flatnonzero(info["action_mask"])[0]))
+            done = terminated or truncated
+        sim = env.sim
+        assert seen_away > 0 and sim.interruptions.sum() > 0 and sim.repairing.sum() == 0
+        lost[notice] = sim.run_gpu_seconds["lost_s"]
+    assert lost[3600.0] == 0.0 and lost[0.0] > 0.0
+
+
+def test_capacity_loss_needs_failures_and_checks_its_keys():
+    data = yaml.load((SCENARIO_DIR / "small.yaml").read_text(), Loader=StrictYamlLoader)  # noqa: S506
+    data["capacity_loss"] = {"per_region_day": 1.0, "fraction": 0.5, "duration_h": 1.0}
+    with pytest.raises(ScenarioError, match="without failures") as info:
+        load_scenario(data)
+    assert info.value.key_path == "capacity_loss"
+    data["failures"] = {"per_gpu_day": 0.0, "repair_h": 1.0}
+    data["capacity_loss"]["fraction"] = 1.5
+    with pytest.raises(ScenarioError, match="<= 1") as info:
+        load_scenario(data)
+    assert info.value.key_path == "capacity_loss.fraction"
+
+
+def test_a_degraded_link_keeps_its_share_for_the_duration_both_ways():
+    """Each degradation drops its link to ``factor`` of its bandwidth in both directions and restores it after the
+    duration; overlapping ones do not compound; a world with degradations runs on the Python decision path."""
+    data = yaml.load((SCENARIO_DIR / "small.yaml").read_text(), Loader=StrictYamlLoader)  # noqa: S506
+    data["network"]["degradation"] = {"per_link_day": 6.0, "factor": 0.25, "duration_h": 3.0}
+    scenario = load_scenario(data)
+    assert not scenario.network.fixed_line_rates and not scenario.network.hourly_line_rates
+    world = sample_world(scenario, np.random.default_rng(4))
+    assert world.degradations.times_s.size > 0
+    sim = ClusterSim(world)
+    base = world.bandwidth_gbps
+    ratios = set()
+    while sim.step_event() and sim.now_s < world.degradations.times_s[-1] + 4 * 3600:
+        ratio = np.divide(sim.capacity_gbps, base, out=np.ones_like(base), where=base > 0)
+        assert np.allclose(ratio, ratio.T)
+        assert set(np.round(np.unique(ratio), 12)) <= {0.25, 1.0}
+        ratios |= set(np.round(np.unique(ratio), 12))
+        assert np.array_equal(ratio < 1.0, (sim._degraded > 0) & (base > 0))
+    assert ratios == {0.25, 1.0}
+    assert np.array_equal(sim.capacity_gbps, base) and not sim._degraded.any()  # all restored
+    env = GeoPipeEnv(scenario=scenario)
+    assert type(env._backend).__name__ == "PythonBackend"
+    assert play(env, 0)["jobs_completed"] >= 1

@@ -25,6 +25,7 @@ def world() -> dict:
     data["gpus"] = {"X1": {"tflops": 300.0, "memory_gb": 80.0, "busy_watts": 500.0, "idle_watts": 80.0}}
     data["network"]["intra_region"] = {"latency_ms": 0.05}
     data["network"]["background"] = {"mean_fraction": 0.1}
+    data["network"]["degradation"] = {"per_link_day": 0.1, "factor": 0.5, "duration_h": 1.0}
     workload = data["workload"]
     workload["models"].append({"name": "inline-7b", "params_b": 7.0, "layers": 32, "hidden": 4096})
     workload["datasets"].append({"name": "inline-corpus", "tokens": 1.0e8})
@@ -32,6 +33,7 @@ def world() -> dict:
     data["randomize"] = {"bandwidth_scale": [0.5, 1.0]}
     data["objective"] = {"cost_weight": 1.0}
     data["failures"] = {"per_gpu_day": 1e-3, "repair_h": 24.0}
+    data["capacity_loss"] = {"per_region_day": 0.1, "fraction": 0.25, "duration_h": 6.0}
     return data
 
 
@@ -44,6 +46,7 @@ AT = {
     "link": ("network", "matrix", "a", "b"),
     "intra_region": ("network", "intra_region"),
     "background": ("network", "background"),
+    "degradation": ("network", "degradation"),
     "workload": ("workload",),
     "arrival": ("workload", "arrival"),
     "job_class": ("workload", "job_classes", 0),
@@ -52,6 +55,7 @@ AT = {
     "randomize": ("randomize",),
     "objective": ("objective",),
     "failures": ("failures",),
+    "capacity_loss": ("capacity_loss",),
 }
 # Keys whose check runs only in another context: a latency default exists only under endpoint_mean, and the
 # schema version and extends are read before the sections.
@@ -158,6 +162,7 @@ def test_declared_defaults_are_the_loaded_values():
         ("objective", "cost_weight"): scenario.cost_weight,
         ("failures", "checkpoint_gbps"): scenario.failures.checkpoint_gbps,
         ("failures", "restart_s"): scenario.failures.restart_s,
+        ("capacity_loss", "notice_s"): scenario.capacity_loss.notice_s,
     }
     for (section, name), value in loaded.items():
         assert value == pytest.approx(key(section, name).default), (section, name)
