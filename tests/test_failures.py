@@ -48,6 +48,21 @@ def play(env: GeoPipeEnv, seed: int) -> dict:
     return env.episode_metrics()
 
 
+def play_conserving_gpus(env: GeoPipeEnv, seed: int) -> tuple[int, int]:
+    """An episode with the first valid action at every step, checking at each that free, held, under-repair and away
+    GPUs make up every region; the most GPUs seen under repair and away at once."""
+    _, info = env.reset(seed=seed)
+    done, repairing, away = False, 0, 0
+    while not done:
+        sim = env.sim
+        held = sum((rj.gpus for rj in sim.running.values()), np.zeros_like(sim.free_gpus))
+        assert np.array_equal(sim.free_gpus + held + sim.repairing + sim.away, env.world.num_gpus)
+        repairing, away = max(repairing, int(sim.repairing.sum())), max(away, int(sim.away.sum()))
+        _, _, terminated, truncated, info = env.step(int(np.flatnonzero(info["action_mask"])[0]))
+        done = terminated or truncated
+    return repairing, away
+
+
 def test_checkpoint_and_young_daly_formulas():
     # 405B parameters × 14 bytes over 1,024 GPUs writing 1 Gbit/s each.
     assert failures.checkpoint_s(405.0, 1024, 1.0) == pytest.approx(405e9 * 14 * 8 / 1024e9)
@@ -103,15 +118,7 @@ def test_gpus_are_conserved_and_repaired():
     data = yaml.load((SCENARIO_DIR / "small.yaml").read_text(), Loader=StrictYamlLoader)  # noqa: S506
     data["failures"] = {"per_gpu_day": 2.0, "repair_h": 6.0}  # far above any fleet: many failures in a short episode
     env = GeoPipeEnv(scenario=load_scenario(data))
-    _, info = env.reset(seed=3)
-    done, seen_repairs = False, 0
-    while not done:
-        sim = env.sim
-        held = sum((rj.gpus for rj in sim.running.values()), np.zeros_like(sim.free_gpus))
-        assert np.array_equal(sim.free_gpus + held + sim.repairing + sim.away, env.world.num_gpus)
-        seen_repairs = max(seen_repairs, int(sim.repairing.sum()))
-        _, _, terminated, truncated, info = env.step(int(np.flatnonzero(info["action_mask"])[0]))
-        done = terminated or truncated
+    seen_repairs, _ = play_conserving_gpus(env, 3)
     sim = env.sim
     assert seen_repairs > 0 and sim.interruptions.sum() > 0
     assert np.all(sim.work_left[sim.status == JobStatus.DONE] == 0.0)
@@ -216,15 +223,7 @@ def test_capacity_loss_takes_free_gpus_first_then_the_newest_jobs_and_gives_them
     lost = {}
     for notice in (3600.0, 0.0):
         env = _losing(notice)
-        _, info = env.reset(seed=2)
-        done, seen_away = False, 0
-        while not done:
-            sim = env.sim
-            held = sum((rj.gpus for rj in sim.running.values()), np.zeros_like(sim.free_gpus))
-            assert np.array_equal(sim.free_gpus + held + sim.repairing + sim.away, env.world.num_gpus)
-            seen_away = max(seen_away, int(sim.away.sum()))
-            _, _, terminated, truncated, info = env.step(int(np.flatnonzero(info["action_mask"])[0]))
-            done = terminated or truncated
+        _, seen_away = play_conserving_gpus(env, 2)
         sim = env.sim
         assert seen_away > 0 and sim.interruptions.sum() > 0 and sim.repairing.sum() == 0
         lost[notice] = sim.run_gpu_seconds["lost_s"]
