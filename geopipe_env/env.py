@@ -475,16 +475,18 @@ class GeoPipeEnv(gym.Env):
         # GPU-hours of launched jobs (to their finish, or to now), and of those placed across regions.
         gpu_s = cross_gpu_s = 0.0
         crossing = 0
-        if w.failures is not None:  # a job may wait between runs, on other placements
-            held_s, cross_s = sim.held_gpu_seconds()
+        runs = sim.run_totals() if w.failures is not None else None
+        if runs is not None:  # a job may wait between runs, on other placements: its runs' GPU-seconds
+            _, held_s, cross_s = runs
             gpu_s, cross_gpu_s = float(held_s.sum()), float(cross_s.sum())
             crossing = int(np.count_nonzero(cross_s))
-        for jid, placement in sim.placements.items() if w.failures is None else ():
-            held = w.jobs[jid].num_gpus * ((sim.finish_s[jid] if done[jid] else sim.now_s) - sim.start_s[jid])
-            gpu_s += held
-            if len(placement.regions) > 1:
-                cross_gpu_s += held
-                crossing += 1
+        else:  # one run per launched job, from its start to its finish or now
+            for jid, placement in sim.placements.items():
+                held = w.jobs[jid].num_gpus * ((sim.finish_s[jid] if done[jid] else sim.now_s) - sim.start_s[jid])
+                gpu_s += held
+                if len(placement.regions) > 1:
+                    cross_gpu_s += held
+                    crossing += 1
         lower = np.array([j.lower_bound_s for j in w.jobs])
         lb_energy = sum(j.lower_bound_energy_kwh for j in w.jobs)
         horizon_hours = int(np.ceil(self.scenario.horizon_s / SECONDS_PER_HOUR))
@@ -514,16 +516,16 @@ class GeoPipeEnv(gym.Env):
             "invalid_actions": self.invalid_actions,
             "jct_lower_bound_h": hours(_mean(lower)),
             "cost_lower_bound_usd": lb_energy * float(w.price.values[:, :horizon_hours].min()),
-            **self._failure_metrics(arrived),
+            **self._failure_metrics(arrived, runs),
         }
 
-    def _failure_metrics(self, arrived: np.ndarray) -> dict[str, float]:
+    def _failure_metrics(self, arrived: np.ndarray, runs: tuple | None) -> dict[str, float]:
         """Goodput (the running GPU-time that advanced training: not restarting, writing checkpoints or computing
         work a failure lost), the GPU-hours failures lost (restarts and lost work) and interruptions per arrived
-        job; 1, 0 and 0 in a world where nothing fails."""
-        if self.world.failures is None:
+        job, from ``runs`` (``ClusterSim.run_totals``); 1, 0 and 0 in a world where nothing fails (no ``runs``)."""
+        if runs is None:
             return {"goodput": 1.0, "gpu_hours_lost_to_failures": 0.0, "interruptions_per_job": 0.0}
-        totals = self.sim.run_totals()
+        totals = runs[0]
         running = sum(totals.values())
         return {
             "goodput": totals["saved_s"] / running if running > 0.0 else 1.0,

@@ -135,11 +135,16 @@ def draw_failures(spec: FailureSpec, gpus: tuple, num_gpus: np.ndarray, horizon_
     per_gpu_day = np.array([spec.per_gpu_day if g.failures_per_gpu_day is None else g.failures_per_gpu_day
                             for g in gpus])
     per_s = per_gpu_day * num_gpus / SECONDS_PER_DAY
-    total = float(per_s.sum())
-    count = int(rng.poisson(total * horizon_s)) if total > 0.0 else 0
-    times = np.sort(rng.uniform(0.0, horizon_s, size=count))
-    regions = _weighted_indices(rng, per_s / total, count) if count else np.zeros(0, dtype=np.int64)
+    times = _poisson_times(float(per_s.sum()), horizon_s, rng)
+    count = times.shape[0]
+    regions = _weighted_indices(rng, per_s / per_s.sum(), count) if count else np.zeros(0, dtype=np.int64)
     return GpuFailures(times, regions, rng.random(count), per_gpu_day)
+
+
+def _poisson_times(rate_per_s: float, horizon_s: float, rng: np.random.Generator) -> np.ndarray:
+    """A Poisson process's times over ``[0, horizon_s]``, sorted: its count drawn first, then the times uniformly."""
+    count = int(rng.poisson(rate_per_s * horizon_s)) if rate_per_s > 0.0 else 0
+    return np.sort(rng.uniform(0.0, horizon_s, size=count))
 
 
 class CapacityLosses(NamedTuple):
@@ -153,9 +158,8 @@ def draw_capacity_losses(spec: CapacityLossSpec, num_regions: int, horizon_s: fl
                          rng: np.random.Generator) -> CapacityLosses:
     """Each region loses GPUs as a Poisson process at ``per_region_day``: the merged process over the horizon, its
     count drawn first, then its times and regions (uniform)."""
-    total = spec.per_region_day * num_regions / SECONDS_PER_DAY
-    count = int(rng.poisson(total * horizon_s)) if total > 0.0 else 0
-    return CapacityLosses(np.sort(rng.uniform(0.0, horizon_s, size=count)), rng.integers(0, num_regions, size=count))
+    times = _poisson_times(spec.per_region_day * num_regions / SECONDS_PER_DAY, horizon_s, rng)
+    return CapacityLosses(times, rng.integers(0, num_regions, size=times.shape[0]))
 
 
 class LinkDegradations(NamedTuple):
@@ -171,9 +175,8 @@ def draw_degradations(spec: LinkDegradation, bandwidth_gbps: np.ndarray, horizon
     ``per_link_day``: the merged process over the horizon, its count drawn first, then its times and links."""
     linked = (bandwidth_gbps > 0) | (bandwidth_gbps > 0).T
     pairs = np.argwhere(np.triu(linked, k=1))
-    total = spec.per_link_day * len(pairs) / SECONDS_PER_DAY
-    count = int(rng.poisson(total * horizon_s)) if total > 0.0 else 0
-    times = np.sort(rng.uniform(0.0, horizon_s, size=count))
+    times = _poisson_times(spec.per_link_day * len(pairs) / SECONDS_PER_DAY, horizon_s, rng)
+    count = times.shape[0]
     return LinkDegradations(times, pairs[rng.integers(0, len(pairs), size=count)] if count else np.zeros((0, 2), np.int64))
 
 
@@ -266,16 +269,14 @@ def _sample_arrivals(scenario: Scenario, rng: np.random.Generator) -> list[tuple
         return [(r.submit_time_s, r.model, r.dataset, r.iterations, r.shape or wl.shape) for r in rows]
     num_jobs = int(rng.integers(rand.num_jobs[0], rand.num_jobs[1] + 1)) if rand.num_jobs else wl.num_jobs
     if wl.arrival.process == "replay":
-        mean_s = wl.arrival.mean_interarrival_s * (rng.uniform(*rand.arrival_scale) if rand.arrival_scale else 1.0)
-        return _replayed(wl, num_jobs, mean_s, rng)
+        return _replayed(wl, num_jobs, _mean_gap_s(scenario, rng), rng)
     batch = wl.arrival.process != "poisson"
     if not batch and rand.batch_arrival_prob is not None:
         batch = bool(rng.random() < rand.batch_arrival_prob)
     if batch:
         times = np.zeros(num_jobs)
     else:
-        mean_s = wl.arrival.mean_interarrival_s * (rng.uniform(*rand.arrival_scale) if rand.arrival_scale else 1.0)
-        times = np.cumsum(rng.exponential(mean_s, size=num_jobs))
+        times = np.cumsum(rng.exponential(_mean_gap_s(scenario, rng), size=num_jobs))
     classes = wl.job_classes()
     if len(classes) == 1:
         (only,) = classes
@@ -295,6 +296,12 @@ def _sample_arrivals(scenario: Scenario, rng: np.random.Generator) -> list[tuple
         (t, c.models[picks[2 * i]], c.datasets[picks[2 * i + 1]], None, c.shape)
         for i, (t, c) in enumerate(zip(times.tolist(), (classes[k] for k in drawn.tolist())))
     ]
+
+
+def _mean_gap_s(scenario: Scenario, rng: np.random.Generator) -> float:
+    """The episode's mean gap between arrivals: the workload's, scaled by a draw of ``randomize.arrival_scale``."""
+    scale = scenario.randomize.arrival_scale
+    return scenario.workload.arrival.mean_interarrival_s * (rng.uniform(*scale) if scale else 1.0)
 
 
 def replay_kinds(wl) -> list[tuple[float, object, object, JobShape]]:

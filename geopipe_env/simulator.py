@@ -449,16 +449,17 @@ class ClusterSim:
         # failure rolls them back to its last checkpoint), its interruptions, the Run it is on, and the version its
         # next run's completion events start from (a stale completion of an earlier run never matches). Per region:
         # GPUs under repair. And the GPU-seconds of every run by what they did (RunSplit's fields).
+        self._failing = world.failures is not None
         self.work_left = np.array([float(job.iterations) for job in world.jobs])
         self.interruptions = np.zeros(n_jobs, dtype=np.int64)
         self._runs: dict[int, Run] = {}
-        self._next_version = np.zeros(n_jobs, dtype=np.int64)
+        self._next_version: dict[int, int] = {}
         self.repairing = np.zeros(world.num_regions, dtype=np.int64)
         self.away = np.zeros(world.num_regions, dtype=np.int64)  # per region, GPUs a capacity loss took
         self.run_gpu_seconds = dict.fromkeys(("restart_s", "saved_s", "checkpoint_s", "lost_s"), 0.0)
-        self.held_gpu_s = np.zeros(n_jobs)  # per job, its ended runs' GPU-seconds (held_gpu_seconds)
+        self.held_gpu_s = np.zeros(n_jobs)  # per job, its ended runs' GPU-seconds (run_totals)
         self.cross_held_gpu_s = np.zeros(n_jobs)
-        if world.failures is not None:
+        if self._failing:
             times = world.failures.times_s
             self._events.push_all(times.tolist(), [Event(_FAILURE, i) for i in range(times.shape[0])])
         if world.capacity_losses is not None:
@@ -631,7 +632,7 @@ class ClusterSim:
 
     def _finish(self, rj: RunningJob) -> None:
         jid = rj.job.job_id
-        if self._runs:
+        if self._failing:
             self._count_run(self._runs.pop(jid), jid, interrupted=False)
             self.work_left[jid] = 0.0
         del self.running[jid]
@@ -680,35 +681,29 @@ class ClusterSim:
         return RunSplit(restart, saved, writing, computing - saved, saved_iters)
 
     def _count_run(self, run: Run, jid: int, interrupted: bool) -> RunSplit:
+        """Add a run that ends now to the GPU-seconds by what they did and by job."""
         split = self._split(run, jid, interrupted)
-        gpus = self.world.jobs[jid].num_gpus
-        for name, seconds in zip(RunSplit._fields[:4], split[:4]):
-            self.run_gpu_seconds[name] += gpus * seconds
-        self.held_gpu_s[jid] += gpus * (self.now_s - run.launch_s)
-        if len(self.running[jid].placement.regions) > 1:
-            self.cross_held_gpu_s[jid] += gpus * (self.now_s - run.launch_s)
+        self._add_run(self.run_gpu_seconds, self.held_gpu_s, self.cross_held_gpu_s, run, jid, split)
         return split
 
-    def held_gpu_seconds(self) -> tuple[np.ndarray, np.ndarray]:
-        """Per job, in a world with failures: the GPU-seconds its runs have held its GPUs so far, and those of its
-        runs whose pipeline crossed regions (a job may run on several placements)."""
-        held, cross = self.held_gpu_s.copy(), self.cross_held_gpu_s.copy()
-        for jid, run in self._runs.items():
-            seconds = self.world.jobs[jid].num_gpus * (self.now_s - run.launch_s)
-            held[jid] += seconds
-            if len(self.running[jid].placement.regions) > 1:
-                cross[jid] += seconds
-        return held, cross
+    def _add_run(self, by_use: dict, held: np.ndarray, cross: np.ndarray, run: Run, jid: int, split: RunSplit) -> None:
+        """Add ``run``'s GPU-seconds up to now to ``by_use`` (RunSplit's fields), and to job ``jid``'s entry of
+        ``held`` (and of ``cross`` if its pipeline crosses regions)."""
+        gpus = self.world.jobs[jid].num_gpus
+        for name, seconds in zip(RunSplit._fields[:4], split[:4]):
+            by_use[name] += gpus * seconds
+        held[jid] += gpus * (self.now_s - run.launch_s)
+        if len(self.running[jid].placement.regions) > 1:
+            cross[jid] += gpus * (self.now_s - run.launch_s)
 
-    def run_totals(self) -> dict[str, float]:
-        """GPU-seconds of every run so far by what they did (RunSplit's fields), the running jobs' current runs
-        included as if they ended now without a failure."""
-        totals = dict(self.run_gpu_seconds)
+    def run_totals(self) -> tuple[dict[str, float], np.ndarray, np.ndarray]:
+        """In a world with failures, every run's GPU-seconds so far, the running jobs' current runs included as if
+        they ended now without a failure: by what they did (RunSplit's fields); and per job, those its runs held
+        and those of its runs whose pipeline crossed regions (a job may run on several placements)."""
+        by_use, held, cross = dict(self.run_gpu_seconds), self.held_gpu_s.copy(), self.cross_held_gpu_s.copy()
         for jid, run in self._runs.items():
-            split = self._split(run, jid, interrupted=False)
-            for name, seconds in zip(RunSplit._fields[:4], split[:4]):
-                totals[name] += self.world.jobs[jid].num_gpus * seconds
-        return totals
+            self._add_run(by_use, held, cross, run, jid, self._split(run, jid, interrupted=False))
+        return by_use, held, cross
 
     def _fail(self, index: int) -> bool:
         """A GPU of a region fails: one in service, picked uniformly (a pick that lands on a GPU under repair or away
@@ -746,9 +741,7 @@ class ClusterSim:
         for rj in victims:
             if self.free_gpus[region] >= lost:
                 break
-            job = rj.job
-            cost = failures.checkpoint_s(job.params / 1e9, job.num_gpus, self.world.scenario.failures.checkpoint_gbps)
-            self._interrupt(rj, None, noticed=spec.notice_s >= cost)
+            self._interrupt(rj, None, noticed=spec.notice_s >= self._runs[rj.job.job_id].checkpoint_s)
             changed = True
         self.free_gpus[region] -= lost
         self.away[region] += lost
@@ -777,7 +770,8 @@ class ClusterSim:
 
     def _held_per_region(self) -> np.ndarray:
         """(R,) GPUs jobs hold: those neither free, under repair, nor away (capacity loss)."""
-        return self.world.num_gpus - self.free_gpus - self.repairing - self.away
+        held = self.world.num_gpus - self.free_gpus
+        return held - self.repairing - self.away if self._failing else held
 
     def mean_iteration_s(self) -> np.ndarray:
         """(num_jobs,) each launched job's mean iteration time so far: time running ÷ iterations done (NaN if it
@@ -944,11 +938,12 @@ class ClusterSim:
                 raise InfeasiblePlacement(why)
         lay = self.layout(job, placement)
         gpus = lay.gpus
-        rj = RunningJob(self, job, placement, gpus, lay, self._capacity_version, version=int(self._next_version[job_id]))
-        if self.world.failures is None:
-            self._remaining_iters[job_id] = float(job.iterations)
-        else:
+        rj = RunningJob(self, job, placement, gpus, lay, self._capacity_version)
+        if self._failing:
+            rj.version = self._next_version.get(job_id, 0)  # an earlier run's completions stay stale
             self._remaining_iters[job_id] = self._start_run(job, lay)
+        else:
+            self._remaining_iters[job_id] = float(job.iterations)
         self._iteration_s[job_id] = 0.0
         self._wan_bytes_per_s[job_id] = 0.0
         self._rate_gbps[job_id] = 0.0
@@ -961,7 +956,7 @@ class ClusterSim:
         self._allocated_gpus += job.num_gpus  # the sum of gpus (check_placement: the stages sum to num_stages)
         self.waiting.remove(job_id)
         self.status[job_id] = _RUNNING
-        if math.isnan(self.start_s[job_id]):  # its first start (a restart keeps it)
+        if not self._failing or math.isnan(self.start_s[job_id]):  # its first start (a restart keeps it)
             self.start_s[job_id] = self.now_s
         if math.isnan(lay.local_iteration_s):
             lay.local_iteration_s = self.local_iteration_s_of(job, placement)

@@ -135,7 +135,7 @@ def test_a_one_job_world_fails_at_the_published_rate_with_the_young_daly_goodput
         sim = env.sim
         assert metrics["jobs_completed"] == 1
         interruptions += int(sim.interruptions.sum())
-        running_days += sum(sim.run_totals().values()) / env.world.jobs[0].num_gpus / SECONDS_PER_DAY
+        running_days += sum(sim.run_totals()[0].values()) / env.world.jobs[0].num_gpus / SECONDS_PER_DAY
         job = env.world.jobs[0]
         cost = failures.checkpoint_s(job.params / 1e9, job.num_gpus, 1.0)
         mtbf = failures.mean_time_between_failures_s(rate * job.num_gpus)
@@ -203,9 +203,9 @@ def test_gpu_hours_count_only_the_runs():
     data["failures"] = {"per_gpu_day": 2.0, "repair_h": 6.0}
     env = GeoPipeEnv(scenario=load_scenario(data))
     metrics = play(env, 3)
-    held, cross = env.sim.held_gpu_seconds()
+    by_use, held, cross = env.sim.run_totals()
     assert env.sim.interruptions.sum() > 0
-    assert float(held.sum()) == pytest.approx(sum(env.sim.run_totals().values()))
+    assert float(held.sum()) == pytest.approx(sum(by_use.values()))
     assert np.all(cross <= held) and 0.0 <= metrics["cross_region_gpu_share"] <= 1.0
 
 

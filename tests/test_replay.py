@@ -152,7 +152,7 @@ def test_the_trace_world_runs_an_episode_with_only_valid_actions():
         action = int(np.flatnonzero(mask)[-1])
         obs, _, terminated, truncated, info = env.step(action)
         done, steps = terminated or truncated, steps + 1
-    assert steps >= env.unwrapped.scenario.workload.num_jobs
+    assert steps >= env.unwrapped.scenario.workload.num_jobs and env.unwrapped.invalid_actions == 0
 
 
 def test_the_extract_agrees_with_the_published_philly_summary_where_both_count_the_same_thing():
