@@ -218,12 +218,31 @@ def test_the_one_pass_run_equals_the_event_simulation(seed):
             if one_pass:
                 total = sch._run_fixed(*common, busy, end, peak, *record)
             else:
-                total = sch._run_events(*common, model.budget, busy, end, peak, *record)
+                total = sch._run_events(*common, model.budget, busy, end, peak, *record, 1 << 16)
             outs.append((total, busy, end, peak))
         (t1, b1, e1, p1), (t2, b2, e2, p2) = outs
         assert t1 == t2 and (b1 == b2).all() and (e1 == e2).all() and (p1 == p2).all(), (name, num_stages, m, v)
         checked += 1
     assert checked > 80
+
+
+def test_an_event_queue_too_small_is_run_again_with_the_same_result():
+    """The event simulation's queue has a fixed capacity: a run that fills it returns −1, and the run again with a
+    larger queue gives what one large enough at once gives (times, busy, ends, peaks and the recorded order)."""
+    model = sch.executor_model(np.linspace(1.0, 2.0, 8), np.linspace(2.0, 4.0, 8), np.full(7, 0.3), np.full(7, 0.1),
+                               32, sch.CROSSPIPE_GREEDY, input_gradient=0.55, wan_hops=np.array([2, 5]))
+    args = (model.program.packed, model.chunk_f, model.chunk_d, model.chunk_w, model.link_of, model.link_x,
+            model.link_lat, model.act_f, model.act_w, model.budget)
+    n = model.program.num_chunks * 32 * 3
+    runs = []
+    for capacity in (2, 1 << 16):
+        outs = (np.zeros(8), np.zeros(8), np.zeros(8), np.full((n, 4), -1, dtype=np.int64), np.zeros(n))
+        if capacity == 2:
+            assert sch._run_events(*args, *outs, capacity) == -1.0
+        runs.append((sch._events_in_queue(*args, *outs, capacity), *outs))
+    (total_small, *small), (total_large, *large) = runs
+    assert total_small == total_large > 0.0
+    assert all((a == b).all() for a, b in zip(small, large))
 
 
 @pytest.mark.parametrize("name, num_stages, m, v", list(_shapes()))

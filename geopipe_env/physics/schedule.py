@@ -34,13 +34,12 @@ GPipe and 1F1B on identical stages have closed forms (``physics.pipeline``), whi
 from __future__ import annotations
 
 import functools
-import heapq
 from typing import NamedTuple
 
 import numpy as np
 
 from geopipe_env.caches import DiskStore, ProcessCache
-from geopipe_env.compiled import jit_unchecked
+from geopipe_env.compiled import jit_inline, jit_unchecked
 
 # Op kinds.
 F, B, D, W = 0, 1, 2, 3
@@ -265,6 +264,10 @@ def _pack(num_devices, num_microbatches, num_pipelines, split, greedy, chunk_dev
 
 def _program(name, num_devices, num_microbatches, num_pipelines, split, greedy, chunk_device, ops_by_device) -> Program:
     chunk_device = np.asarray(chunk_device, dtype=np.int64)
+    if num_devices >= 1 << 16 or chunk_device.shape[0] >= 1 << 16 or chunk_device.shape[0] * num_microbatches >= 1 << 27:
+        # the event simulation packs an op's device and chunk in 16 bits each and its slot in 27
+        raise ValueError(f"{name}: {num_devices} devices, {chunk_device.shape[0]} chunks and {num_microbatches} "
+                         "micro-batches are beyond the schedule executor's range")
     per_pipe = chunk_device.shape[0] // num_pipelines
     chunk_next = np.full(chunk_device.shape[0], -1, dtype=np.int64)
     chunk_prev = np.full(chunk_device.shape[0], -1, dtype=np.int64)
@@ -448,12 +451,28 @@ def run_program(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_
     A program of fixed order whose every link carries the messages of one device only (:func:`_single_senders`)
     runs in one pass over its ops (:func:`_run_fixed`): each link then sends in its device's op order, which is the
     order the event simulation (:func:`_run_events`) would send in, so the two give the same times; the tests
-    compare them. Greedy programs, and links two devices share, run the event simulation."""
+    compare them. Greedy programs, and links two devices share, run the event simulation, whose event queue has a
+    fixed capacity: a run that fills it is run again with four times as much."""
     if prog[_H_GREEDY] == 0 and _single_senders(prog, link_of, link_x.shape[0]):
         return _run_fixed(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_f, act_w, out_busy,
                           out_end, out_peak, out_order, out_start)
-    return _run_events(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_f, act_w, budget, out_busy,
-                       out_end, out_peak, out_order, out_start)
+    return _events_in_queue(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_f, act_w, budget, out_busy,
+                            out_end, out_peak, out_order, out_start, 4 * (prog[_H_D] + prog[_H_K]) + 64)
+
+
+@jit_unchecked
+def _events_in_queue(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_f, act_w, budget, out_busy,
+                     out_end, out_peak, out_order, out_start, capacity):
+    """:func:`_run_events` with an event queue of ``capacity``, run again with four times as much until it fits."""
+    while True:
+        total = _run_events(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_f, act_w, budget, out_busy,
+                            out_end, out_peak, out_order, out_start, capacity)
+        if total >= 0.0:
+            return total
+        capacity *= 4
+        out_busy[:] = 0.0
+        out_end[:] = 0.0
+        out_peak[:] = 0.0
 
 
 @jit_unchecked
@@ -476,15 +495,14 @@ def _slot_times(chunk_prev, m):
     first chunks of a pipeline), the gradient at its backward, and when its F and its D (or B) ended; −1 while not
     known."""
     size = chunk_prev.shape[0] * m
-    act_at = np.full(size, -1.0)
-    grad_at = np.full(size, -1.0)
+    arrive_at = np.full(2 * size, -1.0)
     f_end = np.full(size, -1.0)
     d_end = np.full(size, -1.0)
     for c in range(chunk_prev.shape[0]):
         if chunk_prev[c] < 0:
             for j in range(m):
-                act_at[c * m + j] = 0.0
-    return act_at, grad_at, f_end, d_end
+                arrive_at[c * m + j] = 0.0
+    return arrive_at, f_end, d_end
 
 
 @jit_unchecked
@@ -517,7 +535,7 @@ def _run_fixed(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_f
     :func:`execute`)."""
     num_devices, num_chunks, m = prog[_H_D], prog[_H_K], prog[_H_M]
     chunk_device, chunk_next, chunk_prev, device_ops, ops = _unpack(prog)
-    act_at, grad_at, f_end, d_end = _slot_times(chunk_prev, m)
+    arrive_at, f_end, d_end = _slot_times(chunk_prev, m)
     size = num_chunks * m
     link_free = np.zeros(link_x.shape[0])
     memory = np.zeros(num_devices)
@@ -529,12 +547,11 @@ def _run_fixed(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_f
         progress = False
         for dev in range(num_devices):
             while next_op[dev] < device_ops[dev + 1]:
-                code, ready = _next_fixed(dev, m, size, next_op, device_ops, ops, act_at, grad_at, f_end, d_end)
+                kind, c, slot, ready = _next_fixed(dev, m, next_op, device_ops, ops, arrive_at, f_end, d_end)
                 if ready < 0.0:
                     break
                 k = next_op[dev]
-                kind, slot = code // size, code % size
-                c, j = slot // m, slot % m
+                j = slot - c * m
                 t = max(free_at[dev], ready)
                 duration = chunk_f[c] if kind == F else chunk_w[c] if kind == W else chunk_d[c]
                 if kind == F:
@@ -553,16 +570,16 @@ def _run_fixed(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_f
                     f_end[slot] = end
                     nxt = chunk_next[c]
                     if nxt < 0:
-                        grad_at[slot] = end
+                        arrive_at[size + slot] = end
                     else:
-                        _deliver(end, dev, chunk_device[nxt], nxt * m + j, act_at, link_of, link_x, link_lat,
+                        _deliver(end, dev, chunk_device[nxt], nxt * m + j, arrive_at, link_of, link_x, link_lat,
                                  link_free, num_devices)
                 elif kind == B or kind == D:
                     d_end[slot] = end
                     memory[dev] -= act_f[c] if kind == B else act_f[c] - act_w[c]
                     prev = chunk_prev[c]
                     if prev >= 0:
-                        _deliver(end, dev, chunk_device[prev], prev * m + j, grad_at, link_of, link_x, link_lat,
+                        _deliver(end, dev, chunk_device[prev], size + prev * m + j, arrive_at, link_of, link_x, link_lat,
                                  link_free, num_devices)
                 else:
                     memory[dev] -= act_w[c]
@@ -576,26 +593,29 @@ def _run_fixed(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_f
     return total
 
 
-@jit_unchecked
+@jit_inline
 def _deliver(t, src, dst, slot, arrivals, link_of, link_x, link_lat, link_free, num_devices):
-    """:func:`_send` without the event: the message's arrival into ``arrivals[slot]``."""
+    """A message from device ``src`` to ``dst`` whose producer ended at ``t``: its arrival into ``arrivals[slot]``
+    (at once between chunks of one device), which it returns."""
     if src == dst:
         arrivals[slot] = t
-        return
+        return t
     link = link_of[src * num_devices + dst]
     send = max(t, link_free[link])
     link_free[link] = send + link_x[link]
     arrivals[slot] = send + link_x[link] + link_lat[link]
+    return arrivals[slot]
 
 
 @jit_unchecked
 def _run_events(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_f, act_w, budget, out_busy, out_end,
-                out_peak, out_order, out_start):
-    """:func:`run_program` as an event simulation (module docstring): any program."""
+                out_peak, out_order, out_start, capacity):
+    """:func:`run_program` as an event simulation (module docstring): any program. Events are processed in order of
+    time, and those at one time in the order they were made; returns −1 if more than ``capacity`` wait at once."""
     num_devices, num_chunks, m = prog[_H_D], prog[_H_K], prog[_H_M]
     pipes, split, greedy = prog[_H_P], prog[_H_SPLIT], prog[_H_GREEDY]
     chunk_device, chunk_next, chunk_prev, device_ops, ops = _unpack(prog)
-    act_at, grad_at, f_end, d_end = _slot_times(chunk_prev, m)
+    arrive_at, f_end, d_end = _slot_times(chunk_prev, m)
     size = num_chunks * m
     # The greedy rule's two limits on forwards. On one chunk per device (ZB-H1), at most ``window[c]`` micro-batches
     # sit between their F and their backward, 1F1B's S − i, while weight gradients may wait within the budget. Where
@@ -641,70 +661,91 @@ def _run_events(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_
     next_w = np.zeros(num_chunks, dtype=np.int64)
     per_pipe = m // pipes
     recorded = 0
-    events = [(0.0, 0, _WAKE, 0, 0)]
-    events.pop()
+    pipe_at = np.empty(num_chunks, dtype=np.int64)  # where a chunk's pipeline's entries of pipe_memory start
+    for c in range(num_chunks):
+        pipe_at[c] = (c // (num_chunks // pipes)) * num_devices
+    # The event queue: a binary heap of (time, sequence number, payload) in three arrays of ``capacity`` entries; a
+    # run that would need more returns −1 and is run again with more (run_program). The payload packs the event's
+    # device (16 bits), kind (1), op kind (3), chunk (16) and slot.
+    if capacity < num_devices + 2:
+        return -1.0
+    ht = np.empty(capacity)
+    hs = np.empty(capacity, dtype=np.int64)
+    hp = np.empty(capacity, dtype=np.int64)
+    n_ev = 0
     seq = 0
     for dev in range(num_devices):
         seq += 1
-        heapq.heappush(events, (0.0, seq, _WAKE, dev, 0))
+        n_ev = _hpush(ht, hs, hp, n_ev, 0.0, seq, (_WAKE << 16) | dev)
     wake_at = np.full(num_devices, -1.0)
-    while len(events):
-        t, _, kind_e, dev, code = heapq.heappop(events)
-        if kind_e == _DONE:
+    while n_ev:
+        if n_ev + 2 > capacity:
+            return -1.0  # an iteration pushes at most two events
+        t = ht[0]
+        payload = hp[0]
+        n_ev = _hpop(ht, hs, hp, n_ev)
+        dev = payload & 0xFFFF
+        if (payload >> 16) & 1 == _DONE:
+            kind = (payload >> 17) & 7
+            c = (payload >> 20) & 0xFFFF
+            slot = payload >> 36
+            j = slot - c * m
             running[dev] = False
             busy_until[dev] = -1.0
-            kind = code // size
-            c = (code % size) // m
-            j = code % m
+            to = -1  # the chunk a message goes to, and where its arrival is written
             if kind == F:
-                f_end[c * m + j] = t
+                f_end[slot] = t
                 open_f[c] += 1
                 nxt = chunk_next[c]
                 if nxt < 0:
-                    grad_at[c * m + j] = t  # the loss: the backward may start at once
+                    arrive_at[size + slot] = t  # the loss: the backward may start at once
                 else:
-                    seq = _send(t, dev, chunk_device[nxt], nxt * m + j, act_at, link_of, link_x, link_lat, link_free,
-                                num_devices, events, seq, busy_until)
+                    to, at = nxt, nxt * m + j
             elif kind == B or kind == D:
-                d_end[c * m + j] = t
+                d_end[slot] = t
                 open_f[c] -= 1
                 memory[dev] -= act_f[c] if kind == B else act_f[c] - act_w[c]
-                pipe_memory[(c // (num_chunks // pipes)) * num_devices + dev] -= act_f[c] if kind == B else act_f[c] - act_w[c]
+                pipe_memory[pipe_at[c] + dev] -= act_f[c] if kind == B else act_f[c] - act_w[c]
                 prev = chunk_prev[c]
                 if prev >= 0:
-                    seq = _send(t, dev, chunk_device[prev], prev * m + j, grad_at, link_of, link_x, link_lat,
-                                link_free, num_devices, events, seq, busy_until)
+                    to, at = prev, size + prev * m + j
             else:
                 memory[dev] -= act_w[c]
-                pipe_memory[(c // (num_chunks // pipes)) * num_devices + dev] -= act_w[c]
+                pipe_memory[pipe_at[c] + dev] -= act_w[c]
+            if to >= 0:
+                # The message (module docstring), and a wake-up for its device when it arrives, unless that device
+                # will still be at work then (it chooses again when its op ends).
+                dst = chunk_device[to]
+                arrive = _deliver(t, dev, dst, at, arrive_at, link_of, link_x, link_lat, link_free, num_devices)
+                if dst != dev and arrive >= busy_until[dst]:
+                    seq += 1
+                    n_ev = _hpush(ht, hs, hp, n_ev, arrive, seq, (_WAKE << 16) | dst)
             if t > out_end[dev]:
                 out_end[dev] = t
         elif running[dev]:
             continue  # a wake-up for a device at work: it chooses again when its op ends
         # The device is free at t: start its next op if it can, or wait for the earliest one it knows of.
         if greedy:
-            code, ready = _choose(dev, t, num_chunks, m, pipes, per_pipe, split, own_chunks, act_at, grad_at,
-                                  f_end, d_end, next_f, next_d, next_w, pipe_memory, reserve, share, budget, chunk_w,
-                                  open_f, window)
+            kind, c, slot, ready = _choose(dev, t, num_chunks, m, pipes, per_pipe, split, own_chunks, arrive_at,
+                                           f_end, d_end, next_f, next_d, next_w, pipe_memory, pipe_at, reserve,
+                                           share, budget, chunk_w, open_f, window)
         else:
-            code, ready = _next_fixed(dev, m, size, next_op, device_ops, ops, act_at, grad_at, f_end, d_end)
-        if code < 0 or ready > t:
+            kind, c, slot, ready = _next_fixed(dev, m, next_op, device_ops, ops, arrive_at, f_end, d_end)
+        if kind < 0 or ready > t:
             if ready > t and ready != wake_at[dev]:
                 wake_at[dev] = ready
                 seq += 1
-                heapq.heappush(events, (ready, seq, _WAKE, dev, 0))
+                n_ev = _hpush(ht, hs, hp, n_ev, ready, seq, (_WAKE << 16) | dev)
             continue
-        kind = code // size
-        c = (code % size) // m
-        j = code % m
+        j = slot - c * m
         duration = chunk_f[c] if kind == F else chunk_w[c] if kind == W else chunk_d[c]
         if kind == F:
             memory[dev] += act_f[c]
-            pipe_memory[(c // (num_chunks // pipes)) * num_devices + dev] += reserve[c]
+            pipe_memory[pipe_at[c] + dev] += reserve[c]
             if memory[dev] > out_peak[dev]:
                 out_peak[dev] = memory[dev]
         if greedy:
-            rank = j // pipes
+            rank = j if pipes == 1 else j >> 1
             if kind == F:
                 next_f[c] = rank + 1
             elif kind == W:
@@ -722,102 +763,125 @@ def _run_events(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_
         running[dev] = True
         busy_until[dev] = t + duration
         seq += 1
-        heapq.heappush(events, (t + duration, seq, _DONE, dev, code))
+        n_ev = _hpush(ht, hs, hp, n_ev, t + duration, seq, (slot << 36) | (c << 20) | (kind << 17) | (_DONE << 16) | dev)
     total = 0.0
     for dev in range(num_devices):
         total = max(total, out_end[dev])
     return total
 
 
-@jit_unchecked
-def _send(t, src, dst, slot, arrivals, link_of, link_x, link_lat, link_free, num_devices, events, seq, busy_until):
-    """A message from device ``src`` to ``dst`` whose producer ended at ``t``: its arrival into ``arrivals[slot]``,
-    and a wake-up for ``dst`` then (no message between chunks of one device). A device that will still be at work
-    when the message arrives (``busy_until``: the end of its running op, −1 when idle) needs no wake-up: one would
-    find it running and do nothing, and it chooses again when its op ends. Returns the event counter."""
-    if src == dst:
-        arrivals[slot] = t
-        return seq
-    link = link_of[src * num_devices + dst]
-    send = max(t, link_free[link])
-    link_free[link] = send + link_x[link]
-    arrive = send + link_x[link] + link_lat[link]
-    arrivals[slot] = arrive
-    if arrive < busy_until[dst]:
-        return seq
-    seq += 1
-    heapq.heappush(events, (arrive, seq, _WAKE, dst, 0))
-    return seq
+@jit_inline
+def _hpush(ht, hs, hp, n, t, s, p):
+    """Put event ``(t, s, p)`` on the heap of ``n`` events in ``ht``, ``hs``, ``hp`` (earliest time, then lowest
+    sequence number, first); returns its new size."""
+    i = n
+    while i > 0:
+        parent = (i - 1) >> 1
+        pt = ht[parent]
+        if pt < t or (pt == t and hs[parent] < s):
+            break
+        ht[i], hs[i], hp[i] = pt, hs[parent], hp[parent]
+        i = parent
+    ht[i], hs[i], hp[i] = t, s, p
+    return n + 1
 
 
-@jit_unchecked
-def _next_fixed(dev, m, size, next_op, device_ops, ops, act_at, grad_at, f_end, d_end):
-    """A fixed program's next op on ``dev`` and when its inputs are there: ``(code, ready)``, ready −1 while that is
-    not known yet (code −1, −1 when the device is done)."""
+@jit_inline
+def _hpop(ht, hs, hp, n):
+    """Take the first event off the heap of ``n`` events (read it from index 0 before); returns the new size."""
+    n -= 1
+    if n == 0:
+        return 0
+    t, s, p = ht[n], hs[n], hp[n]
+    i = 0
+    while True:
+        child = 2 * i + 1
+        if child >= n:
+            break
+        right = child + 1
+        if right < n and (ht[right] < ht[child] or (ht[right] == ht[child] and hs[right] < hs[child])):
+            child = right
+        ct = ht[child]
+        if t < ct or (t == ct and s < hs[child]):
+            break
+        ht[i], hs[i], hp[i] = ct, hs[child], hp[child]
+        i = child
+    ht[i], hs[i], hp[i] = t, s, p
+    return n
+
+
+@jit_inline
+def _next_fixed(dev, m, next_op, device_ops, ops, arrive_at, f_end, d_end):
+    """A fixed program's next op on ``dev`` and when its inputs are there: ``(kind, chunk, slot, ready)`` (slot
+    ``chunk · M + micro-batch``), kind −1 and ready −1 while that is not known yet, all −1 when the device is done."""
     k = next_op[dev]
     if k >= device_ops[dev + 1]:
-        return -1, -1.0
+        return -1, -1, -1, -1.0
     kind, c, j = ops[3 * k], ops[3 * k + 1], ops[3 * k + 2]
     slot = c * m + j
     if kind == F:
-        ready = act_at[slot]
+        ready = arrive_at[slot]
     elif kind == W:
         ready = d_end[slot]
     else:
-        ready = grad_at[slot] if f_end[slot] >= 0.0 else -1.0
+        ready = arrive_at[f_end.shape[0] + slot] if f_end[slot] >= 0.0 else -1.0
         if ready >= 0.0 and f_end[slot] > ready:
             ready = f_end[slot]
-    return (kind * size + slot if ready >= 0.0 else -1), ready
+    return (kind if ready >= 0.0 else -1), c, slot, ready
 
 
-@jit_unchecked
-def _choose(dev, t, num_chunks, m, pipes, per_pipe, split, own_chunks, act_at, grad_at, f_end, d_end, next_f, next_d,
-            next_w, pipe_memory, reserve, share, budget, chunk_w, open_f, window):
+@jit_inline
+def _choose(dev, t, num_chunks, m, pipes, per_pipe, split, own_chunks, arrive_at, f_end, d_end, next_f, next_d,
+            next_w, pipe_memory, pipe_at, reserve, share, budget, chunk_w, open_f, window):
     """The greedy rule's op on ``dev`` at ``t``: a backward (D or B) that can start, the chunk nearest the loss first;
     else a forward within its chunk's window and the activation budget, the oldest micro-batch first; else a W whose
     length fits before the next known backward or forward (any W when none is known, or when the budget blocks the
-    forwards). ``(code, ready)`` as :func:`_next_fixed`."""
-    size = num_chunks * m
+    forwards). ``(kind, chunk, slot, ready)`` as :func:`_next_fixed`, kind −1 and ready the soonest time one of its
+    ops may start (−1 if none is known) when none can start now."""
+    size = f_end.shape[0]
     soonest = -1.0
     best_d, best_f, best_w = -1, -1, -1
+    best_d_c, best_f_c, best_w_c = -1, -1, -1
     best_f_rank, best_w_rank = per_pipe, per_pipe
     for i in range(own_chunks[dev, 0]):
         c = own_chunks[dev, i + 1]
-        pipe = 0 if pipes == 1 else (0 if c < num_chunks // pipes else 1)
+        pipe = 0 if pipes == 1 else (0 if pipe_at[c] == 0 else 1)
         rank = next_d[c]
         if rank < per_pipe and rank < next_f[c]:
             slot = c * m + pipe + rank * pipes
-            if f_end[slot] >= 0.0 and grad_at[slot] >= 0.0:
-                ready = max(grad_at[slot], f_end[slot])
+            grad = arrive_at[size + slot]
+            if f_end[slot] >= 0.0 and grad >= 0.0:
+                ready = max(grad, f_end[slot])
                 if ready <= t:
                     if best_d < 0:
-                        best_d = slot
+                        best_d, best_d_c = slot, c
                 elif soonest < 0.0 or ready < soonest:
                     soonest = ready
         rank = next_f[c]
         if rank < per_pipe:
             slot = c * m + pipe + rank * pipes
             room = reserve[c] == 0.0 or budget[dev] <= 0.0 or (
-                pipe_memory[pipe * budget.shape[0] + dev] + reserve[c] <= share * budget[dev] * (1.0 + 1e-9))
-            if act_at[slot] >= 0.0 and room and open_f[c] < window[c]:
-                if act_at[slot] <= t:
-                    if rank < best_f_rank or (rank == best_f_rank and best_f >= 0 and c < best_f // m):
-                        best_f, best_f_rank = slot, rank
-                elif soonest < 0.0 or act_at[slot] < soonest:
-                    soonest = act_at[slot]
+                pipe_memory[pipe_at[c] + dev] + reserve[c] <= share * budget[dev] * (1.0 + 1e-9))
+            act = arrive_at[slot]
+            if act >= 0.0 and room and open_f[c] < window[c]:
+                if act <= t:
+                    if rank < best_f_rank or (rank == best_f_rank and best_f >= 0 and c < best_f_c):
+                        best_f, best_f_rank, best_f_c = slot, rank, c
+                elif soonest < 0.0 or act < soonest:
+                    soonest = act
         if split:
             rank = next_w[c]
             if rank < next_d[c]:
                 slot = c * m + pipe + rank * pipes
                 if d_end[slot] >= 0.0 and d_end[slot] <= t and rank < best_w_rank:
-                    best_w, best_w_rank = slot, rank
+                    best_w, best_w_rank, best_w_c = slot, rank, c
     if best_d >= 0:
-        return (D if split else B) * size + best_d, t
+        return (D if split else B), best_d_c, best_d, t
     if best_f >= 0:
-        return F * size + best_f, t
-    if best_w >= 0 and (soonest < 0.0 or t + chunk_w[best_w // m] <= soonest):
-        return W * size + best_w, t
-    return -1, soonest
+        return F, best_f_c, best_f, t
+    if best_w >= 0 and (soonest < 0.0 or t + chunk_w[best_w_c] <= soonest):
+        return W, best_w_c, best_w, t
+    return -1, -1, -1, soonest
 
 
 def links(num_devices: int, hop_transfer_s: np.ndarray, hop_latency_s: np.ndarray, wrap_transfer_s: float = 0.0,
