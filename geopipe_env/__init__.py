@@ -20,6 +20,7 @@ ENV_IDS = {
     "GeoPipe-Toy-v0": "toy",
     "GeoPipe-Small-v0": "small",
     "GeoPipe-Trace-v0": "geopipe-v0-philly",
+    "GeoPipe-Faults-v0": "geopipe-v0-faults",
 }
 
 for _env_id, _scenario in ENV_IDS.items():

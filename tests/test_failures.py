@@ -3,6 +3,7 @@ validation against the published failure rates and the Young/Daly analytic goodp
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -94,7 +95,7 @@ def test_bad_failure_keys_get_one_line_naming_the_key(change, path, words):
 
 
 def test_failures_are_off_by_default_and_drawn_after_everything_else():
-    """No shipped world fails. With failures on, a seed draws the same jobs, prices and links as without, and the
+    """Failures are off unless a scenario asks (the flagship has none). With failures on, a seed draws the same jobs, prices and links as without, and the
     same failures every time."""
     flagship = load_builtin("geopipe-v0")
     assert flagship.failures is None and sample_world(flagship, np.random.default_rng(0)).failures is None
@@ -266,3 +267,32 @@ def test_a_degraded_link_keeps_its_share_for_the_duration_both_ways():
     env = GeoPipeEnv(scenario=scenario)
     assert type(env._backend).__name__ == "PythonBackend"
     assert play(env, 0)["jobs_completed"] >= 1
+
+
+def test_the_faults_world_is_the_flagship_with_the_published_rates():
+    """GeoPipe-Faults-v0 is GeoPipe-v0 plus failures and capacity loss: the same regions, links and job classes, each
+    GPU type's rate from its source (H100: Llama 3's interruptions; A100: the mean of Meta's two clusters' node
+    failures, 8 GPUs a node), and spot capacity loss of 5% a month in events of one zone of three. Its episodes keep
+    GPUs conserved, see failures and capacity losses, and give the shipped flagship agent the observation it was
+    trained on."""
+    import gymnasium as gym
+
+    faults, flagship = load_builtin("geopipe-v0-faults"), load_builtin("geopipe-v0")
+    rates = {region.gpu.name: region.gpu.failures_per_gpu_day for region in faults.regions}
+    without_rates = [dataclasses.replace(r, gpu=dataclasses.replace(r.gpu, failures_per_gpu_day=None))
+                     for r in faults.regions]
+    assert without_rates == list(flagship.regions)
+    assert all(np.array_equal(getattr(faults.network, name), getattr(flagship.network, name))
+               for name in ("bandwidth_gbps", "latency_s")) and faults.network.degradation is None
+    assert faults.workload == flagship.workload and flagship.failures is None and flagship.capacity_loss is None
+    assert rates["H100"] == pytest.approx(LLAMA3_RATE, rel=0.01)
+    assert rates["A100"] == pytest.approx((6.50 + 2.34) / 2 / 1000 / 8, rel=0.01)
+    loss = faults.capacity_loss
+    assert loss.per_region_day * loss.fraction * 30 == pytest.approx(0.05, rel=0.01) and loss.notice_s == 120.0
+    env = gym.make("GeoPipe-Faults-v0")
+    assert env.observation_space == gym.make("GeoPipe-v0").observation_space
+    interruptions = 0.0
+    for seed in range(3):
+        play_conserving_gpus(env.unwrapped, seed)
+        interruptions += env.unwrapped.episode_metrics()["interruptions_per_job"]
+    assert interruptions > 0.0
