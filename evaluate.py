@@ -1,10 +1,10 @@
-"""``python evaluate.py``: the ``geopipe-evaluate`` command from a source checkout (see ``geopipe_baselines.evaluate_cli``)."""
+"""``python evaluate.py``: the ``geopipe-evaluate`` command from a source checkout (see ``geopipe_evaluation.evaluate_cli``)."""
 
 from __future__ import annotations
 
 import sys
 
-from geopipe_baselines import evaluate_cli
+from geopipe_evaluation import evaluate_cli
 
 
 def main(argv: list[str] | None = None) -> int:

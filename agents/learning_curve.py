@@ -27,9 +27,9 @@ import yaml
 from matplotlib.figure import Figure
 
 from geopipe_baselines import SLOW_REFERENCES, make_policy  # SLOW_REFERENCES: the rollouts and the optimum, not scripted
-from geopipe_baselines.plots import policy_styles
+from geopipe_evaluation.plots import policy_styles
 from geopipe_baselines.policy import Policy, play_episode
-from geopipe_baselines.stats import mean_ci
+from geopipe_evaluation.stats import mean_ci
 
 EVALUATIONS_FILE = "evaluations.csv"
 REFERENCES_FILE = "reference_returns.csv"

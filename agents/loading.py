@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from geopipe_agents.spaces import check_spaces
-from geopipe_baselines.cli import install_hint
+from geopipe_evaluation.cli import install_hint
 
 if TYPE_CHECKING:
     from geopipe_baselines.policy import Policy
@@ -155,7 +155,7 @@ def load_pretrained(name: str = PRETRAINED_AGENT, env: Any | None = None, determ
 
 
 class SavedAgents:
-    """The policy source of saved agents (``geopipe_baselines.specs``), registered in the entry-point group
+    """The policy source of saved agents (``geopipe_evaluation.specs``), registered in the entry-point group
     ``geopipe.policies``: an SB3 ``.zip`` or an RLlib checkpoint folder, and the shipped agent by default."""
 
     def accepts(self, spec: str) -> bool:

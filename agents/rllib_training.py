@@ -123,7 +123,7 @@ def plan_run(
     Raises:
         TrainingInputError: bad input, the ``rllib`` extra missing, or a run folder with no readable checkpoint.
     """
-    from geopipe_baselines.ray_backend import INSTALL_COMMANDS
+    from geopipe_evaluation.ray_backend import INSTALL_COMMANDS
 
     if algo not in (None, ALGO):
         raise TrainingInputError(f"{__name__} trains {ALGO}, not {algo}")
@@ -225,7 +225,7 @@ def train(
     Raises:
         TrainingInterrupted: Ctrl-C stopped training; ``model/`` was saved first.
     """
-    from geopipe_baselines.ray_backend import connect, disconnect
+    from geopipe_evaluation.ray_backend import connect, disconnect
 
     connect(ray_address, num_cpus=max(os.cpu_count() or 1, plan.hyperparams["num_env_runners"]), extra="rllib")
     from ray.tune.registry import register_env

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from geopipe_agents.loading import missing_train_extra
-from geopipe_baselines.cli import OneLineErrorParser, command_line, int_at_least
+from geopipe_evaluation.cli import OneLineErrorParser, command_line, int_at_least
 
 PROG = "geopipe-train"
 DEFAULT_EVAL_FREQ = 10_000
@@ -128,7 +128,7 @@ def _train(parser: argparse.ArgumentParser, args: argparse.Namespace, command: s
         if args.ray_address is not None and not rllib:
             raise training.TrainingInputError(f"--ray-address needs --algo {rllib_training.ALGO}")
         if rllib:  # before anything imports ray: reading a checkpoint to resume from does
-            from geopipe_baselines.ray_backend import prepare_environment
+            from geopipe_evaluation.ray_backend import prepare_environment
 
             prepare_environment(args.ray_address)
         resolve_settings(args, old)

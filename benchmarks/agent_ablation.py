@@ -34,7 +34,7 @@ import geopipe_env  # noqa: E402, F401
 from geopipe_agents.loading import load_agent  # noqa: E402
 from geopipe_baselines import make_policy  # noqa: E402
 from geopipe_baselines.policy import WaitCounter, play_episode  # noqa: E402
-from geopipe_baselines.stats import mean_ci  # noqa: E402
+from geopipe_evaluation.stats import mean_ci  # noqa: E402
 
 VARIANTS = {  # name → hyperparameter overrides of the GeoPipe-v0 entry
     "shipped settings": [],

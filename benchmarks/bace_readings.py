@@ -27,7 +27,7 @@ import numpy as np
 import geopipe_env  # noqa: F401  (registers the env ids)
 from geopipe_baselines import make_policy
 from geopipe_baselines.bace import BacePipePolicy
-from geopipe_baselines.stats import mean_ci
+from geopipe_evaluation.stats import mean_ci
 from geopipe_baselines.policy import play_episode
 from geopipe_env.placement import BaceReading, bace_pipe
 from geopipe_env.strategies import register_strategy, strategy_names

@@ -23,7 +23,7 @@ import gymnasium as gym
 import numpy as np
 
 import geopipe_env  # noqa: F401
-from geopipe_baselines.cli import int_at_least
+from geopipe_evaluation.cli import int_at_least
 from geopipe_env import caches
 
 

@@ -22,7 +22,7 @@ import sys
 import numpy as np
 import results_file
 
-from geopipe_baselines.stats import mean_ci
+from geopipe_evaluation.stats import mean_ci
 from geopipe_env import ENV_IDS
 from geopipe_env.loader import load_builtin, load_scenario
 

@@ -23,7 +23,7 @@ import gymnasium as gym
 import numpy as np
 from numba.core.registry import CPUDispatcher
 
-from geopipe_baselines.cli import int_at_least
+from geopipe_evaluation.cli import int_at_least
 from env_throughput import masked_random_action
 from geopipe_env.compiled import COMPILED_SOURCES
 

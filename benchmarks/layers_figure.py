@@ -1,8 +1,9 @@
-"""The code's structure as a figure: every module of ``geopipe_env``, ``geopipe_baselines`` and ``geopipe_agents`` by layer, and an
-arrow for each import (inside functions too).
+"""The code's structure as a figure: every module of ``geopipe_env``, ``geopipe_baselines``, ``geopipe_evaluation`` and
+``geopipe_agents`` by layer, and an arrow for each import (inside functions too).
 
 Usage: ``python benchmarks/layers_figure.py [--out docs/img/layers.png]``. ``geopipe_env``'s modules sit in the rows
-of their layer (``geopipe_env.LAYERS``, 1 at the bottom), ``geopipe_baselines`` above them and ``geopipe_agents`` on top; an arrow
+of their layer (``geopipe_env.LAYERS``, 1 at the bottom), then the scripted policies (``geopipe_baselines``), the
+evaluation harness (``geopipe_evaluation``) and ``geopipe_agents`` on top; an arrow
 points from the importer to the module it imports, so every arrow of the core points down or sideways.
 ``tests/test_layers.py`` checks the same graph (:func:`import_graph`): no cycle, no upward import.
 """
@@ -19,8 +20,11 @@ import networkx as nx
 from matplotlib.figure import Figure
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("geopipe_env", "geopipe_baselines", "geopipe_agents")
-COLOURS = {"geopipe_env": "#4c72b0", "geopipe_baselines": "#dd8452", "geopipe_agents": "#55a868"}
+PACKAGES = ("geopipe_env", "geopipe_baselines", "geopipe_evaluation", "geopipe_agents")  # bottom to top
+COLOURS = {"geopipe_env": "#4c72b0", "geopipe_baselines": "#dd8452", "geopipe_evaluation": "#8172b3",
+           "geopipe_agents": "#55a868"}
+# The rows above the core's layers: each package above it, 1.5 apart.
+ABOVE_CORE = {package: 1.5 * (i + 1) for i, package in enumerate(PACKAGES[1:])}
 
 
 def package_folder(package: str) -> str:
@@ -67,7 +71,7 @@ def import_graph(root: Path = ROOT) -> nx.DiGraph:
 
 
 def rows(graph: nx.DiGraph) -> dict[str, float]:
-    """Each module's row: its layer in the core, then geopipe_baselines, then geopipe_agents above."""
+    """Each module's row: its layer in the core, then the other packages above it (:data:`ABOVE_CORE`)."""
     from geopipe_env import LAYERS
 
     top = max(LAYERS.values())
@@ -77,7 +81,7 @@ def rows(graph: nx.DiGraph) -> dict[str, float]:
         if package == "geopipe_env":
             out[name] = LAYERS.get(rest, 0)
         else:
-            out[name] = top + (1.5 if package == "geopipe_baselines" else 3.0)
+            out[name] = top + ABOVE_CORE[package]
     return out
 
 
@@ -105,10 +109,10 @@ def draw(graph: nx.DiGraph, out: Path) -> Path:
     for layer in sorted(set(LAYERS.values())):
         ax.text(-0.6, layer, f"layer {layer}", ha="right", va="center", fontsize=9, color=COLOURS["geopipe_env"])
     top = max(LAYERS.values())
-    ax.text(-0.6, top + 1.5, "geopipe_baselines", ha="right", va="center", fontsize=9, color=COLOURS["geopipe_baselines"])
-    ax.text(-0.6, top + 3.0, "geopipe_agents", ha="right", va="center", fontsize=9, color=COLOURS["geopipe_agents"])
+    for package, above in ABOVE_CORE.items():
+        ax.text(-0.6, top + above, package, ha="right", va="center", fontsize=9, color=COLOURS[package])
     ax.set_xlim(-1.8, width + 0.2)
-    ax.set_ylim(0.3, top + 3.6)
+    ax.set_ylim(0.3, top + max(ABOVE_CORE.values()) + 0.6)
     ax.axis("off")
     ax.set_title("GeoPipe's modules by layer; an arrow points from a module to one it imports", fontsize=11)
     fig.tight_layout()

@@ -3,7 +3,7 @@ learned agents, on the small worlds.
 
 For each seed the script solves the episode (``geopipe_baselines.optimal.solve``, one core), replays the plan on a fresh
 env and checks that it earns exactly the reported return, then plays every policy on the same seed
-(``geopipe_baselines.episodes.run_episode``, the harness of ``evaluate.py``). Per policy it reports, over the seeds, the
+(``geopipe_evaluation.episodes.run_episode``, the harness of ``evaluate.py``). Per policy it reports, over the seeds, the
 interquartile mean (IQM) with a 95% percentile-bootstrap interval of
 
 * the **return gap** ``100·(R_opt − R)/|R_opt|`` (at least 0: no policy earns more than the optimum),
@@ -49,12 +49,12 @@ import yaml  # noqa: E402
 
 import geopipe_env  # noqa: E402, F401 - registers the env ids
 from geopipe_baselines import policy_names  # noqa: E402
-from geopipe_baselines.episodes import run_episode  # noqa: E402
+from geopipe_evaluation.episodes import run_episode  # noqa: E402
 from geopipe_baselines.optimal import FutureBound, check_world, play_plan, solve  # noqa: E402
 from geopipe_baselines.policy import DEFAULT_SEED_START  # noqa: E402
-from geopipe_baselines.report import check_output_folder, json_safe, provenance  # noqa: E402
-from geopipe_baselines.specs import EnvSpec, EvaluationInputError, check_inputs, parse_env  # noqa: E402
-from geopipe_baselines.stats import iqm_interval  # noqa: E402
+from geopipe_evaluation.report import check_output_folder, json_safe, provenance  # noqa: E402
+from geopipe_evaluation.specs import EnvSpec, EvaluationInputError, check_inputs, parse_env  # noqa: E402
+from geopipe_evaluation.stats import iqm_interval  # noqa: E402
 from geopipe_env.loader import SCENARIO_DIR, builtin_names, load_builtin  # noqa: E402
 
 DEFAULT_ENV = "GeoPipe-Small-v0"

@@ -32,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 
-from geopipe_baselines.cli import int_at_least
+from geopipe_evaluation.cli import int_at_least
 
 WARMUP = 300
 

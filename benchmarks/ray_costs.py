@@ -23,9 +23,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from geopipe_baselines import ray_backend  # noqa: E402
-from geopipe_baselines.episodes import run_episode  # noqa: E402
-from geopipe_baselines.specs import parse_env  # noqa: E402
+from geopipe_evaluation import ray_backend  # noqa: E402
+from geopipe_evaluation.episodes import run_episode  # noqa: E402
+from geopipe_evaluation.specs import parse_env  # noqa: E402
 
 NODE_ARGS = {"num_cpus": 1, "node_ip_address": "127.0.0.1", "include_dashboard": False}
 

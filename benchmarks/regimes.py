@@ -50,8 +50,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from geopipe_baselines.episodes import run_episodes
-from geopipe_baselines.specs import EnvSpec
+from geopipe_evaluation.episodes import run_episodes
+from geopipe_evaluation.specs import EnvSpec
 from geopipe_env.generator import Job, World, sample_world
 from geopipe_env.loader import SCENARIO_DIR, load_scenario
 from geopipe_env.physics import pipeline

@@ -9,7 +9,7 @@
   stage, MFU 0.4, M = 16 micro-batches of one 8,192-token sequence), placed 4 + 4 over two regions, with the
   boundary between stages 3 and 4 on a WAN link of 28.2 Gbit/s (GeoPipe-v0's median) and 40 ms one-way latency;
   above it, the same stages in one region. Timed by the schedule executor (``physics.schedule.executor_model``
-  with ``wan_hops``), drawn by ``geopipe_baselines.plots.schedule_gantt``.
+  with ``wan_hops``), drawn by ``geopipe_evaluation.plots.schedule_gantt``.
 
 Usage::
 
@@ -29,7 +29,7 @@ from matplotlib.image import imsave
 
 import geopipe_env  # noqa: F401  (registers the env ids)
 from geopipe_baselines import make_policy
-from geopipe_baselines.plots import schedule_gantt
+from geopipe_evaluation.plots import schedule_gantt
 from geopipe_env.catalog import GPU_CATALOG, MODEL_CATALOG
 from geopipe_env.physics import pipeline
 from geopipe_env.physics import schedule as sch

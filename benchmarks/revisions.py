@@ -31,7 +31,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from geopipe_baselines.cli import int_at_least
+from geopipe_evaluation.cli import int_at_least
 
 REPO = Path(__file__).resolve().parent.parent
 WORKTREE = "WORKTREE"

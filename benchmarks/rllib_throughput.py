@@ -37,7 +37,7 @@ def one_run(name: str, env_id: str, timesteps: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as folder:
         if name.startswith("rllib"):
             from geopipe_agents import rllib_training
-            from geopipe_baselines import ray_backend
+            from geopipe_evaluation import ray_backend
 
             overrides = {"num_env_runners": workers, "train_batch_size": BATCH["rollout"], "minibatch_size": BATCH["minibatch"],
                          "num_epochs": BATCH["epochs"], "fcnet_hiddens": BATCH["net"], "env_kwargs": {}, "n_timesteps": timesteps}

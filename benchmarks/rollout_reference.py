@@ -31,11 +31,11 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 from geopipe_baselines.policy import DEFAULT_SEED_START  # noqa: E402
-from geopipe_baselines.report import json_safe, provenance  # noqa: E402
-from geopipe_baselines.specs import build_policy, parse_env  # noqa: E402
+from geopipe_evaluation.report import json_safe, provenance  # noqa: E402
+from geopipe_evaluation.specs import build_policy, parse_env  # noqa: E402
 from geopipe_baselines.policy import play_episode  # noqa: E402
 from geopipe_baselines.rollout import RolloutPolicy  # noqa: E402
-from geopipe_baselines.stats import mean_ci  # noqa: E402
+from geopipe_evaluation.stats import mean_ci  # noqa: E402
 
 DEFAULT_POLICIES = ("bace-pipe", "sjf", "rollout", "rollout-sjf")
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "rollout_reference.json"

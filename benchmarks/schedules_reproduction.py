@@ -18,7 +18,7 @@
 * **Iteration time against bandwidth**: the eight schedules in CrossPipe's M70 two-datacenter setting at
   ``T_lat/T_F = 0.25``, ``T_bw/T_F`` from 0 to 4.
 * **Gantt charts** of four schedules in that setting at ``(T_lat, T_bw)/T_F = (2, 2)``
-  (``geopipe_baselines.plots.schedule_gantt``).
+  (``geopipe_evaluation.plots.schedule_gantt``).
 
 Usage::
 
@@ -282,7 +282,7 @@ def print_bandwidth(curves: dict[str, np.ndarray]) -> None:
 def bandwidth_figure(curves: dict[str, np.ndarray], out: Path) -> Path:
     from matplotlib.figure import Figure
 
-    from geopipe_baselines.plots import policy_styles
+    from geopipe_evaluation.plots import policy_styles
 
     base = per_microbatch_s(sch.ONE_F_ONE_B, 0.0, 0.0)
     styles = policy_styles(list(curves))
@@ -307,7 +307,7 @@ def bandwidth_figure(curves: dict[str, np.ndarray], out: Path) -> Path:
 def gantt_figure(out: Path) -> Path:
     from matplotlib.figure import Figure
 
-    from geopipe_baselines.plots import schedule_gantt
+    from geopipe_evaluation.plots import schedule_gantt
 
     models = [m70_model(name, *GANTT_CELL, virtual_stages=v) for name, v in GANTT_SCHEDULES]
     runs = [model.execute(record=True) for model in models]

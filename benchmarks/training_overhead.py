@@ -30,7 +30,7 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.env_util import make_vec_env
 
 import geopipe_env  # noqa: F401
-from geopipe_baselines.cli import int_at_least
+from geopipe_evaluation.cli import int_at_least
 
 
 class NullEnv(gym.Env):

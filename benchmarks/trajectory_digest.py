@@ -19,7 +19,7 @@ import gymnasium as gym
 import numpy as np
 
 import geopipe_env  # noqa: F401
-from geopipe_baselines.cli import int_at_least
+from geopipe_evaluation.cli import int_at_least
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from env_throughput import masked_random_action  # noqa: E402

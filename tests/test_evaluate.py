@@ -1,4 +1,4 @@
-"""evaluate.py and the evaluation harness (geopipe_baselines.specs, episodes, summary, report): the episode runner, its
+"""evaluate.py and the evaluation harness (geopipe_evaluation.specs, episodes, summary, report): the episode runner, its
 statistics and its outputs."""
 
 import csv
@@ -16,12 +16,13 @@ from conftest import load_script
 
 import geopipe_env
 from geopipe_agents import pretrained_path
-from geopipe_baselines import episodes, evaluate_cli, plots, policy_names
-from geopipe_baselines.report import _git_state, paired_tables
-from geopipe_baselines.summary import change_vs_reference_pct, improvement_across_envs, paired_differences, pareto_front
-from geopipe_baselines.specs import parse_env
-from geopipe_baselines.episodes import run_episodes, worker_pool
-from geopipe_baselines.stats import holm, mean_ci, t_critical, t_test_p_value
+from geopipe_baselines import policy_names
+from geopipe_evaluation import episodes, evaluate_cli, plots
+from geopipe_evaluation.report import _git_state, paired_tables
+from geopipe_evaluation.summary import change_vs_reference_pct, improvement_across_envs, paired_differences, pareto_front
+from geopipe_evaluation.specs import parse_env
+from geopipe_evaluation.episodes import run_episodes, worker_pool
+from geopipe_evaluation.stats import holm, mean_ci, t_critical, t_test_p_value
 
 evaluate = load_script("evaluate")
 
@@ -94,7 +95,7 @@ def _summary(policies: list[str]) -> dict:
     """A summary of wide values: six-digit means and CIs, three-digit % changes, the shipped agent's long name."""
     entry = {"mean": -123_456.7, "ci95": 234_567.8, "n": 10, "change_vs_reference_pct": -999.9}
     ret = {**entry, "iqm": -123_456.7, "iqm_ci_low": -234_567.8, "iqm_ci_high": -12_345.6}
-    from geopipe_baselines.report import TABLE_GROUPS
+    from geopipe_evaluation.report import TABLE_GROUPS
 
     return {"GeoPipe-v0": {p: {key: dict(entry) for group in TABLE_GROUPS for key, _ in group} | {"return": ret} for p in policies}}
 
@@ -102,7 +103,7 @@ def _summary(policies: list[str]) -> dict:
 def test_the_printed_tables_fit_120_characters():
     """Every line of the tables geopipe-evaluate prints stays within 120 characters, also with 12 policies, six-digit
     values and the shipped agent's name; every metric and every policy is in them."""
-    from geopipe_baselines.report import TABLE_GROUPS, markdown_tables
+    from geopipe_evaluation.report import TABLE_GROUPS, markdown_tables
 
     policies = [*policy_names(include_aliases=False), "geopipe_v0_maskable_ppo"]
     text = markdown_tables(_summary(policies), list(range(1000, 1010)))
@@ -116,7 +117,7 @@ def test_the_printed_tables_fit_120_characters():
     # The first table leads with what the benchmark optimises; JCT, which counts finished jobs only, says so.
     assert headers[0] == "| policy | time in system (h) | jobs done | cost ($) |"
     assert "| avg JCT, finished (h) |" in headers[1]
-    from geopipe_baselines.summary import Comparison
+    from geopipe_evaluation.summary import Comparison
 
     comparison = Comparison(-20.511, 6.64, 10, 0.01, 0.0195, "not significant", 0.82, 0.73, 0.98)
     paired = paired_tables({"GeoPipe-v0": {policies[-1]: {p: comparison for p in policies[:-1]}}})
@@ -461,7 +462,7 @@ def test_a_package_seen_twice_registers_its_policies_once(tmp_path, monkeypatch)
     points are listed twice. The default policies still hold the shipped agent once."""
     import importlib.metadata
 
-    from geopipe_baselines import specs
+    from geopipe_evaluation import specs
 
     real = importlib.metadata.entry_points
 
@@ -478,7 +479,7 @@ def test_a_package_seen_twice_registers_its_policies_once(tmp_path, monkeypatch)
 def test_table_cells_print_no_rounding_noise_and_no_percentage_of_a_zero_reference():
     """A CI half-width that is floating-point noise prints as 0 (equal values summed), and a change vs the reference
     beyond ±1000% (a reference near zero) is left out; ordinary changes keep their percentage."""
-    from geopipe_baselines.report import _cell
+    from geopipe_evaluation.report import _cell
 
     assert _cell({"mean": 1.0, "ci95": 6.37e-16, "n": 5}) == "1 ± 0"
     assert _cell({"mean": 0.1, "ci95": 0.02, "n": 5, "change_vs_reference_pct": 3166.7}) == "0.1 ± 0.02"
@@ -489,7 +490,7 @@ def test_table_cells_print_no_rounding_noise_and_no_percentage_of_a_zero_referen
 REFUSE_AT_ONCE = """
 import sys, time
 start = time.perf_counter()
-from geopipe_baselines.evaluate_cli import main
+from geopipe_evaluation.evaluate_cli import main
 try:
     main(sys.argv[1:])
     code = 0

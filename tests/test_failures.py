@@ -182,7 +182,7 @@ def test_an_interrupted_job_keeps_its_last_checkpoint():
 def test_the_evaluation_reports_goodput_for_a_world_whose_gpus_fail(tmp_path, capsys):
     """geopipe-evaluate on a scenario file with failures prints a goodput table and writes the failure metrics to
     results.csv; on a world where nothing fails it prints no such table."""
-    from geopipe_baselines.evaluate_cli import main
+    from geopipe_evaluation.evaluate_cli import main
 
     data = {"extends": "small", "name": "small-failing", "failures": {"per_gpu_day": 2.0, "repair_h": 6.0}}
     path = tmp_path / "small-failing.yaml"

@@ -130,10 +130,10 @@ def test_geopipe_installs_beside_a_distribution_that_owns_agents_and_baselines(w
     work.mkdir()
     env = {**os.environ, "PYTHONPATH": "", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"}
     check = """
-        import agents, baselines, geopipe_agents, geopipe_baselines, geopipe_env
+        import agents, baselines, geopipe_agents, geopipe_baselines, geopipe_env, geopipe_evaluation
         assert agents.OWNER == baselines.OWNER == 'stand-in'
         site = {site!r}
-        for module in (agents, baselines, geopipe_agents, geopipe_baselines, geopipe_env):
+        for module in (agents, baselines, geopipe_agents, geopipe_baselines, geopipe_env, geopipe_evaluation):
             assert module.__file__.startswith(site), module.__file__
         print(geopipe_agents.pretrained_path().with_name('small_maskable_ppo.zip'))
     """.format(site=site)

@@ -1,6 +1,8 @@
 """The code's structure: every module of ``geopipe_env`` imports only from its own layer and below
 (``geopipe_env.LAYERS``); no two modules of the project import each other, not even inside a function; the core
-imports neither the training, Ray nor evaluation packages, and ``geopipe_baselines`` does not import ``geopipe_agents``."""
+imports neither the training, Ray nor evaluation packages, and the packages above it depend one way: the scripted
+policies (``geopipe_baselines``) on the core, the evaluation harness (``geopipe_evaluation``) on both, and
+``geopipe_agents`` on all three."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from layers_figure import import_graph, imports, modules  # noqa: E402
 
 
 def test_no_module_imports_another_that_imports_it_back():
-    """The import graph of the three packages has no cycle, lazy imports included."""
+    """The import graph of the four packages has no cycle, lazy imports included."""
     cycles = list(nx.simple_cycles(import_graph()))
     assert not cycles, cycles
 
@@ -35,15 +37,21 @@ def test_the_core_imports_only_downwards():
 
 
 def test_packages_depend_one_way():
-    """geopipe_env imports neither geopipe_baselines nor geopipe_agents, nor training, Ray or RL stacks; geopipe_baselines imports
-    no geopipe_agents. (The old import names ``agents`` and ``baselines`` belong to other projects: nothing imports them.)"""
+    """Each package imports only those below it (geopipe_env, geopipe_baselines, geopipe_evaluation, geopipe_agents,
+    bottom to top); the core imports no training, Ray or RL stack, and the scripted policies none of the plotting,
+    Ray or RL stacks either. (The old import names ``agents`` and ``baselines`` belong to other projects: nothing
+    imports them.)"""
+    order = ("geopipe_env", "geopipe_baselines", "geopipe_evaluation", "geopipe_agents")
+    stacks = {"torch", "stable_baselines3", "sb3_contrib", "ray", "tensorboard"}
     for name, path in modules().items():
         roots = {imported.split(".")[0] for imported in imports(path)}
         assert not roots & {"agents", "baselines"}, name
-        if name.startswith("geopipe_env"):
-            assert not roots & {"geopipe_baselines", "geopipe_agents", "torch", "stable_baselines3", "sb3_contrib", "ray", "tensorboard"}, name
-        if name.startswith("geopipe_baselines"):
-            assert "geopipe_agents" not in roots, name
+        package = name.split(".")[0]
+        assert not roots & set(order[order.index(package) + 1:]), name
+        if package in ("geopipe_env", "geopipe_baselines"):
+            assert not roots & stacks, name
+        if package == "geopipe_baselines":
+            assert "matplotlib" not in roots, name
 
 
 def test_each_core_module_says_its_layer():

@@ -143,7 +143,7 @@ def test_without_the_train_extra_evaluation_runs_and_training_says_what_to_insta
     training stop with one line naming the [train] extra, and no results are written."""
     code = """
         import contextlib, io, json
-        from geopipe_baselines import evaluate_cli
+        from geopipe_evaluation import evaluate_cli
         from geopipe_agents import train_cli
         messages = {}
         for name, main, argv in (

@@ -1,10 +1,10 @@
-"""geopipe_baselines.plots: the evaluation figures stay few and legible with a dozen policies."""
+"""geopipe_evaluation.plots: the evaluation figures stay few and legible with a dozen policies."""
 
 import numpy as np
 from matplotlib.image import imread
 
-from geopipe_baselines import plots
-from geopipe_baselines.summary import summarize
+from geopipe_evaluation import plots
+from geopipe_evaluation.summary import summarize
 
 NUM_POLICIES = 12
 NAMES = ["bace-pipe", *(f"policy-{i}" for i in range(1, NUM_POLICIES))]
@@ -61,7 +61,7 @@ def test_the_default_policies_each_have_their_own_colour():
     """Every scripted policy, the slow references and the shipped agent: no two share a colour (with ten colours,
     bace-pipe and price-aware, the first and the eleventh, would)."""
     from geopipe_baselines import SLOW_REFERENCES
-    from geopipe_baselines.specs import default_policy_specs
+    from geopipe_evaluation.specs import default_policy_specs
 
     specs, _ = default_policy_specs()
     names = [*specs, *SLOW_REFERENCES]
@@ -73,7 +73,7 @@ def test_the_default_policies_each_have_their_own_colour():
 def test_the_cost_time_figure_marks_policies_that_leave_jobs_unfinished(tmp_path):
     """The cost–time figure plots time in system, and a policy that finishes fewer jobs than the best is labelled
     with its jobs done (it is cheap for that reason)."""
-    from geopipe_baselines.plots import _scatter, policy_styles
+    from geopipe_evaluation.plots import _scatter, policy_styles
 
     def entry(mean):
         return {"mean": mean, "ci95": 0.1, "n": 3}

@@ -9,7 +9,7 @@ import pytest
 import geopipe_agents
 import geopipe_env  # noqa: F401
 from geopipe_agents import load_agent, load_pretrained, pretrained_path
-from geopipe_baselines.specs import default_policy_specs
+from geopipe_evaluation.specs import default_policy_specs
 from geopipe_baselines.policy import play_episode
 
 PRETRAINED = Path(geopipe_agents.__file__).resolve().parent / "pretrained"

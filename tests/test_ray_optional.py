@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from geopipe_baselines.specs import parse_env
-from geopipe_baselines.episodes import run_episode
-from geopipe_baselines.ray_backend import chunk_indices, is_loopback, portable_task
-from geopipe_baselines.threads import limit_worker_threads
+from geopipe_evaluation.specs import parse_env
+from geopipe_evaluation.episodes import run_episode
+from geopipe_evaluation.ray_backend import chunk_indices, is_loopback, portable_task
+from geopipe_evaluation.threads import limit_worker_threads
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -22,9 +22,9 @@ def _python(code: str) -> subprocess.CompletedProcess:
 
 
 def test_core_packages_never_import_ray():
-    """Importing geopipe_env, geopipe_baselines and geopipe_agents, with their CLIs' modules and the Ray layer's entry points, loads no ray."""
+    """Importing geopipe_env, geopipe_baselines, geopipe_evaluation and geopipe_agents, with their CLIs' modules and the Ray layer's entry points, loads no ray."""
     result = _python(
-        "import sys, geopipe_env, geopipe_baselines, geopipe_agents, geopipe_baselines.specs, geopipe_baselines.episodes, geopipe_baselines.ray_backend, geopipe_agents.training, "
+        "import sys, geopipe_env, geopipe_baselines, geopipe_agents, geopipe_evaluation.specs, geopipe_evaluation.episodes, geopipe_evaluation.ray_backend, geopipe_agents.training, "
         "geopipe_agents.loading, geopipe_agents.rllib_training, evaluate, train\n"
         "loaded = sorted(m for m in sys.modules if m == 'ray' or m.startswith('ray.'))\n"
         "assert not loaded, loaded"

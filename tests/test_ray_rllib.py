@@ -12,7 +12,7 @@ import pytest
 import yaml
 from conftest import finish, load_script, start_training, wait_for
 
-from geopipe_baselines import ray_backend
+from geopipe_evaluation import ray_backend
 
 ray_backend.prepare_environment()  # before ray is imported: 127.0.0.1 only, token auth, files in the temp folder
 pytest.importorskip("ray.rllib")

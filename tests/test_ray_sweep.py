@@ -6,9 +6,9 @@ import os
 import pytest
 from conftest import load_script
 
-from geopipe_baselines import ray_backend
-from geopipe_baselines.specs import parse_env
-from geopipe_baselines.episodes import run_episodes
+from geopipe_evaluation import ray_backend
+from geopipe_evaluation.specs import parse_env
+from geopipe_evaluation.episodes import run_episodes
 
 ray_backend.prepare_environment()  # before ray is imported: 127.0.0.1 only, token auth, files in the temp folder
 ray = pytest.importorskip("ray")
@@ -72,7 +72,7 @@ def test_workers_on_both_nodes_get_the_code_by_runtime_env_and_one_thread(two_no
 
         import torch
 
-        shipped = {pkg for entry in sys.path if "py_modules" in entry for pkg in ("geopipe_env", "geopipe_baselines", "geopipe_agents") if (Path(entry) / pkg / "__init__.py").is_file()}
+        shipped = {pkg for entry in sys.path if "py_modules" in entry for pkg in ("geopipe_env", "geopipe_baselines", "geopipe_evaluation", "geopipe_agents") if (Path(entry) / pkg / "__init__.py").is_file()}
         return ray.get_runtime_context().get_node_id(), shipped, torch.get_num_threads(), os.nice(0)
 
     ray_backend.connect(two_node_cluster.address)
@@ -84,5 +84,5 @@ def test_workers_on_both_nodes_get_the_code_by_runtime_env_and_one_thread(two_no
         ray_backend.disconnect()
     assert len(nodes) == 2 and {fact[0] for fact in facts} == set(nodes)
     for _, shipped, threads, niceness in facts:
-        assert shipped == {"geopipe_env", "geopipe_baselines", "geopipe_agents"}
+        assert shipped == {"geopipe_env", "geopipe_baselines", "geopipe_evaluation", "geopipe_agents"}
         assert threads == 1 and niceness == os.nice(0)

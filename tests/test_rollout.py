@@ -12,7 +12,7 @@ import pytest
 
 import geopipe_env  # noqa: F401
 from geopipe_baselines import SLOW_REFERENCES, Policy, make_policy, policy_names
-from geopipe_baselines.specs import default_policy_specs
+from geopipe_evaluation.specs import default_policy_specs
 from geopipe_baselines.policy import play_episode
 from geopipe_baselines.rollout import RolloutPolicy
 

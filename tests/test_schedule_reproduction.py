@@ -1,5 +1,5 @@
 """Published schedule comparisons on the schedule executor (``benchmarks/schedules_reproduction.py``) and the Gantt
-chart of an executed schedule (``geopipe_baselines.plots.schedule_gantt``).
+chart of an executed schedule (``geopipe_evaluation.plots.schedule_gantt``).
 
 The findings the docs report as reproduced are held here: GPipe and 1F1B take the same time on identical stages
 without communication and 1F1B holds fewer activations; Chimera gains most over 1F1B at few micro-batches; the
@@ -19,7 +19,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
-from geopipe_baselines.plots import GANTT_BAR_HEIGHT, schedule_gantt  # noqa: E402
+from geopipe_evaluation.plots import GANTT_BAR_HEIGHT, schedule_gantt  # noqa: E402
 from geopipe_env.physics import schedule as sch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))

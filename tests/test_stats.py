@@ -1,4 +1,4 @@
-"""geopipe_baselines.stats: the interquartile mean, bootstrap intervals, the probability of improvement and Holm's method,
+"""geopipe_evaluation.stats: the interquartile mean, bootstrap intervals, the probability of improvement and Holm's method,
 against values worked out by hand and against their stated error rates."""
 
 import math
@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from geopipe_baselines.stats import holm, iqm, iqm_interval, probability_of_improvement, t_test_p_value
+from geopipe_evaluation.stats import holm, iqm, iqm_interval, probability_of_improvement, t_test_p_value
 
 
 def test_iqm_drops_a_quarter_at_each_end():

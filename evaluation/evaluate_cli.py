@@ -7,13 +7,13 @@ Examples::
 
 A policy is a scripted policy's name, a saved agent (an SB3 .zip or an RLlib checkpoint folder), ``module:Class`` or
 ``file.py:Class`` (your own class with the policy protocol), each optionally labelled ``label=POLICY``
-(``geopipe_baselines.specs``); an env argument ending in .yaml/.yml is a scenario file run on GeoPipe-v0. The slow rollout
+(``geopipe_evaluation.specs``); an env argument ending in .yaml/.yml is a scenario file run on GeoPipe-v0. The slow rollout
 references (``rollout``, ``rollout-sjf``) run only when named in ``--policies``. Results go to ``results/``,
 replacing the files of an earlier evaluation there (a note says so); a folder named with ``--out`` that holds an
 earlier evaluation is refused unless ``--force``. Seeds are seed_start .. seed_start + N - 1 (default 1000..1009):
 seeds >= 1000 are held out for evaluation. ``python evaluate.py`` in a source checkout runs the same :func:`main`.
-The logic lives in ``geopipe_baselines.specs`` (what to run), ``geopipe_baselines.episodes`` (running it), ``geopipe_baselines.summary``
-(statistics), ``geopipe_baselines.report`` and ``geopipe_baselines.plots`` (output).
+The logic lives in ``geopipe_evaluation.specs`` (what to run), ``geopipe_evaluation.episodes`` (running it), ``geopipe_evaluation.summary``
+(statistics), ``geopipe_evaluation.report`` and ``geopipe_evaluation.plots`` (output).
 """
 
 from __future__ import annotations
@@ -25,18 +25,18 @@ import time
 from pathlib import Path
 
 from geopipe_baselines import SLOW_REFERENCES, policy_names
-from geopipe_baselines.cli import OneLineErrorParser, command_line, int_at_least
-from geopipe_baselines.episodes import run_episodes
+from geopipe_evaluation.cli import OneLineErrorParser, command_line, int_at_least
+from geopipe_evaluation.episodes import run_episodes
 from geopipe_baselines.policy import DEFAULT_SEED_START
-from geopipe_baselines.report import (
+from geopipe_evaluation.report import (
     RESULTS_FILES, check_output_folder, improvement_table, markdown_tables, paired_tables, provenance, write_csv,
     write_json,
 )
-from geopipe_baselines.specs import (
+from geopipe_evaluation.specs import (
     DEFAULT_ENV_ID, EvaluationInputError, check_at_once, check_inputs, default_policy_specs, held_out_warning,
     is_scripted, parse_env, source_loaded,
 )
-from geopipe_baselines.summary import REFERENCE_POLICY, improvement_across_envs, paired_differences, summarize
+from geopipe_evaluation.summary import REFERENCE_POLICY, improvement_across_envs, paired_differences, summarize
 
 PROG = "geopipe-evaluate"
 DEFAULT_EPISODES = 10
@@ -82,7 +82,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
 
 def earlier_evaluation(out: Path) -> list[Path]:
     """The files an earlier evaluation wrote in ``out``: its results files and figures (``<env>_<figure>.png``)."""
-    from geopipe_baselines.plots import FIGURES
+    from geopipe_evaluation.plots import FIGURES
 
     if not out.is_dir():
         return []
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     if args.ray_address is not None and args.backend != "ray":
         parser.error("--ray-address needs --backend ray")
     if args.backend == "ray":  # before anything imports ray: Ray reads its settings at import
-        from geopipe_baselines.ray_backend import MissingExtraError, import_ray
+        from geopipe_evaluation.ray_backend import MissingExtraError, import_ray
 
         try:
             import_ray("ray", args.ray_address)
@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     }
     write_json(rows, summary, envs, meta, out / "results.json")
     if not args.no_plots:
-        from geopipe_baselines.plots import plot_env
+        from geopipe_evaluation.plots import plot_env
 
         for env in envs:
             env_rows = [r for r in rows if r["env"] == env.label]

@@ -1,4 +1,4 @@
-"""Figures of an evaluation (``geopipe_baselines.summary``): one set of PNGs per env, file names prefixed by its slug.
+"""Figures of an evaluation (``geopipe_evaluation.summary``): one set of PNGs per env, file names prefixed by its slug.
 
 - ``<slug>_paired_differences.png``: each policy's per-seed difference to the reference policy in average time in
   system, total cost and return (dots), with the mean and its 95% CI. Pairing by seed removes the workload's and prices'
@@ -30,8 +30,8 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from geopipe_baselines.summary import REFERENCE_POLICY, RETURN_KEY, paired_values, pareto_front
-from geopipe_baselines.stats import CONFIDENCE, mean_ci
+from geopipe_evaluation.summary import REFERENCE_POLICY, RETURN_KEY, paired_values, pareto_front
+from geopipe_evaluation.stats import CONFIDENCE, mean_ci
 
 DPI = 120
 FIGURES = ("paired_differences", "jct_cdf", "time_vs_cost", "gpu_timeline")  # what plot_env draws: <slug>_<figure>.png

@@ -2,7 +2,7 @@
 
 The unit of work is :func:`run_episode` ``(env, policy_spec, seed, cost_weight, record_timeline) -> dict``: a
 top-level function of picklable arguments returning a plain dict, so it runs the same in-process, in a worker
-process and in a Ray task (:mod:`geopipe_baselines.ray_backend`). :func:`run_episodes` fans the episodes out.
+process and in a Ray task (:mod:`geopipe_evaluation.ray_backend`). :func:`run_episodes` fans the episodes out.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import numpy as np
 from tqdm import tqdm
 
 from geopipe_baselines.policy import play_episode
-from geopipe_baselines.specs import EnvSpec, build_policy, is_scripted, source_loaded
-from geopipe_baselines.summary import RETURN_KEY
-from geopipe_baselines.threads import limit_worker_threads
+from geopipe_evaluation.specs import EnvSpec, build_policy, is_scripted, source_loaded
+from geopipe_evaluation.summary import RETURN_KEY
+from geopipe_evaluation.threads import limit_worker_threads
 from geopipe_env.env import GeoPipeEnv
 from geopipe_env.units import SECONDS_PER_HOUR
 
@@ -82,14 +82,14 @@ def run_episodes(
 
     ``workers > 1`` runs them in a ``spawn`` process pool (safe whatever the parent has imported, e.g. torch);
     ``workers == 1`` runs them in this process. ``backend="ray"`` runs them as Ray tasks instead, on a local Ray
-    instance with ``workers`` CPUs or on the cluster at ``ray_address`` (:mod:`geopipe_baselines.ray_backend`). Either way a
+    instance with ``workers`` CPUs or on the cluster at ``ray_address`` (:mod:`geopipe_evaluation.ray_backend`). Either way a
     saved agent runs torch on one thread per process. A pool's workers build the policies that are not scripted
     when they start, so that a saved agent's several seconds of loading come before the progress bar moves, not
     in its middle; with ``progress``, one line on stderr says so first.
     """
     tasks = [(e, p, s, cost_weight, s == seeds[0]) for e in envs for p in policy_specs for s in seeds]
     if backend == "ray":
-        from geopipe_baselines import ray_backend  # imports ray, which reads its settings when imported
+        from geopipe_evaluation import ray_backend  # imports ray, which reads its settings when imported
 
         return ray_backend.run_tasks(run_episode, tasks, ray_address, workers, progress)
     if backend != "process":
@@ -121,7 +121,7 @@ def run_episodes(
 
 
 def worker_pool(workers: int, preload: Sequence[str] = ()) -> ProcessPoolExecutor:
-    """A ``spawn`` process pool whose workers run torch on one thread (:func:`geopipe_baselines.threads.limit_worker_threads`)
+    """A ``spawn`` process pool whose workers run torch on one thread (:func:`geopipe_evaluation.threads.limit_worker_threads`)
     and build each policy of ``preload`` once when they start (:func:`start_worker`)."""
     return ProcessPoolExecutor(
         max_workers=workers, mp_context=multiprocessing.get_context("spawn"), initializer=start_worker,

@@ -1,14 +1,14 @@
 """Ray as an optional layer: connecting to (or starting) a Ray cluster, and evaluation episodes as Ray tasks.
 
 Needs the ``ray`` extra (``pip install -e ".[ray]"``); this module imports ``ray`` only inside its functions, so
-``geopipe_env``, ``geopipe_baselines`` and ``geopipe_agents`` import without it, and a missing extra is one
+``geopipe_env``, ``geopipe_baselines``, ``geopipe_evaluation`` and ``geopipe_agents`` import without it, and a missing extra is one
 :class:`MissingExtraError` naming the install command.
 
 :func:`connect` prepares the process environment before ``ray`` is first imported (Ray reads these variables at
 import time), then starts a local Ray instance or joins the cluster at an address. The project's packages reach
 the workers through ``runtime_env["py_modules"]``, so a worker node needs the dependencies but not the project.
 
-:func:`run_tasks` runs :func:`geopipe_baselines.episodes.run_episode` tasks in chunks, one Ray task per chunk, so that
+:func:`run_tasks` runs :func:`geopipe_evaluation.episodes.run_episode` tasks in chunks, one Ray task per chunk, so that
 scheduling and result transfer are paid per chunk rather than per episode (a toy episode takes milliseconds), and
 returns the rows in the order of the tasks.
 """
@@ -35,9 +35,10 @@ from tqdm import tqdm
 
 import geopipe_baselines
 import geopipe_env
-from geopipe_baselines.cli import install_hint
-from geopipe_baselines.specs import ENTRY_POINT_GROUP, portable_spec
-from geopipe_baselines.threads import limit_worker_threads, one_thread_env
+import geopipe_evaluation
+from geopipe_evaluation.cli import install_hint
+from geopipe_evaluation.specs import ENTRY_POINT_GROUP, portable_spec
+from geopipe_evaluation.threads import limit_worker_threads, one_thread_env
 
 INSTALL_COMMANDS = {extra: install_hint(extra) for extra in ("ray", "rllib")}
 RAY_TEMP_DIR_NAME = "geopipe-ray"  # under the system temp folder: Ray's sessions, sockets and logs
@@ -104,8 +105,9 @@ def prepare_environment(address: str | None = None) -> None:
 
 def runtime_env() -> dict[str, Any]:
     """The job's runtime environment: the project's packages and those of the registered policy sources
-    (``geopipe_baselines.specs``) as ``py_modules``, and one compute thread per worker."""
-    packages = {"geopipe_env": geopipe_env, "geopipe_baselines": geopipe_baselines}
+    (``geopipe_evaluation.specs``) as ``py_modules``, and one compute thread per worker."""
+    packages = {"geopipe_env": geopipe_env, "geopipe_baselines": geopipe_baselines,
+                "geopipe_evaluation": geopipe_evaluation}
     for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
         top = ep.module.split(".")[0]
         packages.setdefault(top, importlib.import_module(top))
@@ -137,7 +139,7 @@ def connect(address: str | None = None, num_cpus: int | None = None, extra: str 
     """
     ray = import_ray(extra, address)
     if is_loopback(address) and os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER") != "0":
-        raise RuntimeError("ray was imported before geopipe_baselines.ray_backend.prepare_environment(); call it first")
+        raise RuntimeError("ray was imported before geopipe_evaluation.ray_backend.prepare_environment(); call it first")
     kwargs: dict[str, Any] = {"runtime_env": runtime_env(), "logging_level": "WARNING", "log_to_driver": True}
     if address is None:
         kwargs.update(num_cpus=num_cpus, include_dashboard=False)
@@ -176,7 +178,7 @@ def run_chunk(episode: Callable[..., dict[str, Any]], tasks: Sequence[tuple]) ->
 
 def run_tasks(episode: Callable[..., dict[str, Any]], tasks: Sequence[tuple], address: str | None,
               num_cpus: int | None, progress: bool = True) -> list[dict[str, Any]]:
-    """``episode(*task)`` for every task (``geopipe_baselines.episodes.run_episode`` and its argument tuples), in the order
+    """``episode(*task)`` for every task (``geopipe_evaluation.episodes.run_episode`` and its argument tuples), in the order
     of ``tasks``, computed by Ray tasks of several episodes each.
 
     Starts a local instance with ``num_cpus`` CPUs (``address`` None) or joins the cluster at ``address``, and

@@ -1,6 +1,6 @@
 """Reporting an evaluation: markdown tables, the CSV and JSON files, what produced them, and where they go.
 
-Each run writes ``results.csv`` and ``results.json`` (and the figures of :mod:`geopipe_baselines.plots`) into its output
+Each run writes ``results.csv`` and ``results.json`` (and the figures of :mod:`geopipe_evaluation.plots`) into its output
 folder; :func:`check_output_folder` checks the folder before any episode runs.
 """
 
@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import geopipe_env
-from geopipe_baselines.specs import EnvSpec, EvaluationInputError
-from geopipe_baselines.stats import CONFIDENCE, Interval
-from geopipe_baselines.summary import ID_COLUMNS, REFERENCE_POLICY, RETURN_KEY, Comparison, metric_keys, pareto_front
+from geopipe_evaluation.specs import EnvSpec, EvaluationInputError
+from geopipe_evaluation.stats import CONFIDENCE, Interval
+from geopipe_evaluation.summary import ID_COLUMNS, REFERENCE_POLICY, RETURN_KEY, Comparison, metric_keys, pareto_front
 
 RESULTS_FILES = ("results.csv", "results.json")  # an --out folder holding either has an earlier evaluation in it
 # Distributions whose versions a results file records, by import name (recorded only when importable).

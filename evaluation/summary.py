@@ -1,6 +1,6 @@
 """Summarising evaluation rows: mean ± CI per (env, policy, metric), the % change against the reference policy,
 the return's interquartile mean, and paired comparisons between policies (t intervals, probability of improvement,
-verdicts held to a family-wise error by Holm's method; :mod:`geopipe_baselines.stats`).
+verdicts held to a family-wise error by Holm's method; :mod:`geopipe_evaluation.stats`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from geopipe_baselines.stats import CONFIDENCE, Interval, holm, iqm_interval, mean_ci, probability_of_improvement, t_test_p_value
+from geopipe_evaluation.stats import CONFIDENCE, Interval, holm, iqm_interval, mean_ci, probability_of_improvement, t_test_p_value
 
 REFERENCE_POLICY = "bace-pipe"  # the % change columns compare every policy with this one when it is evaluated
 ID_COLUMNS = ("env", "policy", "seed")
