@@ -20,7 +20,9 @@ from __future__ import annotations
 import sys
 
 import numpy as np
-import results_file
+from pathlib import Path
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout, for the benchmarks package
+from benchmarks import results_file  # noqa: E402
 
 from geopipe_evaluation.stats import mean_ci
 from geopipe_env import ENV_IDS

@@ -17,15 +17,18 @@ import contextlib
 import importlib
 import sys
 import time
+from pathlib import Path
 from collections.abc import Callable, Iterator
 
 import gymnasium as gym
 import numpy as np
 from numba.core.registry import CPUDispatcher
 
-from geopipe_evaluation.cli import int_at_least
-from env_throughput import masked_random_action
 from geopipe_env.compiled import COMPILED_SOURCES
+from geopipe_evaluation.cli import int_at_least
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout, for the benchmarks package
+from benchmarks.env_throughput import masked_random_action  # noqa: E402
 
 # The modules that hold the compiled kernels.
 MODULES = tuple(

@@ -241,8 +241,7 @@ def markdown(label: str, seeds: list[int], summary: dict[str, Any], gaps: dict[s
 def offered_load() -> str:
     """The small worlds' expected GPU-hours per job (each job alone in one region of its reference GPU type) and
     the mean interarrival time at offered load 0.8, as their files cite."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from regimes import mean_gpu_hours
+    from benchmarks.regimes import mean_gpu_hours
 
     data = yaml.safe_load((SCENARIO_DIR / "small-2r.yaml").read_text())
     data.pop("randomize", None)  # one job per class, model and dataset

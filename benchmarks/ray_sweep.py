@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from geopipe_baselines import policy_names
+from geopipe_baselines import policy_names  # noqa: E402
 from geopipe_evaluation import ray_backend  # noqa: E402
 
 NODE_ARGS = {"num_cpus": 1, "node_ip_address": "127.0.0.1", "include_dashboard": False}

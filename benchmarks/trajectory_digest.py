@@ -21,8 +21,8 @@ import numpy as np
 import geopipe_env  # noqa: F401
 from geopipe_evaluation.cli import int_at_least
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from env_throughput import masked_random_action  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout, for the benchmarks package
+from benchmarks.env_throughput import masked_random_action  # noqa: E402
 
 
 def _update(digest, value) -> None:

@@ -25,6 +25,12 @@ from hypothesis import HealthCheck, settings
 # tests/test_timing_memo.py turns it on in a folder of its own.
 os.environ["GEOPIPE_TIMING_STORE"] = "off"
 
+# The benchmark scripts import as the package ``benchmarks`` of the checkout (``python -m pytest`` puts the current
+# folder on sys.path; a bare ``pytest`` from elsewhere does not).
+_CHECKOUT = str(Path(__file__).resolve().parents[1])
+if _CHECKOUT not in sys.path:
+    sys.path.insert(0, _CHECKOUT)
+
 settings.register_profile("ci", max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("thorough", max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))

@@ -5,15 +5,12 @@ step time, their geometric mean within ±7%."""
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 
 from geopipe_env.catalog import GPU_CATALOG
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-import calibration  # noqa: E402
+from benchmarks import calibration
 
 
 def test_each_gpu_constant_is_the_one_its_setting_runs_imply():

@@ -4,11 +4,8 @@ paired change against bace-pipe beside its mean; the last is the README's."""
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import flagship_table  # noqa: E402
+from benchmarks import flagship_table
 
 MAX_COLUMNS = 6  # a docs table of more columns scrolls sideways
 

@@ -7,15 +7,12 @@ policies (``geopipe_baselines``) on the core, the evaluation harness (``geopipe_
 from __future__ import annotations
 
 import ast
-import sys
-from pathlib import Path
 
 import networkx as nx
 
 from geopipe_env import LAYERS
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-from layers_figure import import_graph, imports, modules  # noqa: E402
+from benchmarks.layers_figure import import_graph, imports, modules
 
 
 def test_no_module_imports_another_that_imports_it_back():

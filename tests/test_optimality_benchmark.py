@@ -13,8 +13,7 @@ import pytest
 from conftest import FOREGROUND_JOB
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-import optimality  # noqa: E402
+from benchmarks import optimality  # noqa: E402
 
 
 def test_gap_table_on_two_seeds(tmp_path, capsys):

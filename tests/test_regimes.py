@@ -6,14 +6,11 @@ from __future__ import annotations
 import copy
 import json
 import math
-import sys
-from pathlib import Path
 
 import pytest
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import regimes  # noqa: E402
+from benchmarks import regimes
 from geopipe_env.loader import load_scenario  # noqa: E402
 
 

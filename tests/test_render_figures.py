@@ -3,7 +3,6 @@ captions say."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import matplotlib
@@ -11,8 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-import render_figures as figures  # noqa: E402
+from benchmarks import render_figures as figures  # noqa: E402
 
 
 def test_the_home_page_render_shows_a_pipeline_across_three_regions():

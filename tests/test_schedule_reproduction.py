@@ -8,8 +8,6 @@ CrossPipe's Table 5 where GeoPipe's ratio to 1F1B is within ±20% of the paper's
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import matplotlib
 
@@ -22,8 +20,7 @@ from matplotlib.patches import Rectangle  # noqa: E402
 from geopipe_evaluation.plots import GANTT_BAR_HEIGHT, schedule_gantt  # noqa: E402
 from geopipe_env.physics import schedule as sch  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import schedules_reproduction as repro  # noqa: E402
+from benchmarks import schedules_reproduction as repro
 
 REL = 1e-12
 

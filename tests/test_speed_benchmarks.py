@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import kernel_share  # noqa: E402
-import revisions  # noqa: E402
+from benchmarks import kernel_share
+from benchmarks import revisions
 
 IN_GIT = shutil.which("git") is not None and subprocess.run(
     ["git", "-C", str(revisions.REPO), "rev-parse", "HEAD"], capture_output=True
