@@ -1,7 +1,7 @@
 """Scaling: env step time as the number of regions and the queue length grow.
 
 Usage: ``python benchmarks/scaling.py [--decisions 30] [--worlds 3]``. Worlds come from
-``geopipe_env.synthetic`` (the hypothesis tests' generator). For each region count (6, 16, 32, 64; the env's
+``benchmarks/synthetic.py`` (the hypothesis tests' generator). For each region count (6, 16, 32, 64; the env's
 ``max_regions`` is set to fit) and each queue length (8, 32, 128 jobs submitted at t = 0, so that many wait), it
 times the first ``--decisions`` steps of a masked random policy (reset excluded) over ``--worlds`` random worlds,
 and prints the mean step time and its ratio to the 6-region time.
@@ -12,11 +12,14 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
 from geopipe_env.env import GeoPipeEnv
-from geopipe_env.synthetic import random_scenario
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout, for the benchmarks package
+from benchmarks.synthetic import random_scenario  # noqa: E402
 
 REGION_COUNTS = (6, 16, 32, 64)
 QUEUE_LENGTHS = (8, 32, 128)

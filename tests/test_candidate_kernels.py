@@ -14,7 +14,7 @@ from geopipe_env.env import GeoPipeEnv
 from geopipe_env.placement import PlacementContext
 from geopipe_env.loader import load_scenario
 from geopipe_env.strategies import candidate_row
-from geopipe_env.synthetic import random_scenario_dict
+from benchmarks.synthetic import random_scenario_dict
 
 REL = 1e-12
 

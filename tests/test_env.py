@@ -360,7 +360,7 @@ def test_price_forecast_feature_is_the_mean_of_the_next_hours():
     """The regions table's forecast column holds, per hour, each region's mean price over the next FORECAST_H
     hours (fewer at the end of the series), normalised across regions like the price now."""
     from geopipe_env.observation import FORECAST_H
-    from geopipe_env.reference import normalise_prices as _normalise_prices
+    from reference import normalise_prices as _normalise_prices
 
     env = gym.make("GeoPipe-v0").unwrapped
     env.reset(seed=4)
@@ -375,7 +375,7 @@ def test_hourly_features_kernel_equals_numpy():
     """The compiled hourly table equals the whole-array numpy computation (reference.hourly_features) bit for bit: on
     the built-in worlds, and
     on random series of 1 to 70 regions, with negative and zero prices and series shorter than the forecast."""
-    from geopipe_env import reference
+    import reference
     from geopipe_env.observation import hourly_features
     from geopipe_env.physics.energy import HourlyIntegral
 

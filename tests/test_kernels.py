@@ -1,4 +1,4 @@
-"""The compiled kernels equal their specification in ``geopipe_env.reference`` (or numpy's own operations)."""
+"""The compiled kernels equal their specification in ``tests/reference.py`` (or numpy's own operations)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 
 import geopipe_env  # noqa: F401
-from geopipe_env import reference, sim_kernels, tables
+import reference
+
+from geopipe_env import sim_kernels, tables
 from geopipe_env.compiled import pairwise_sum
 from geopipe_env.generator import sample_world
 from geopipe_env.layout_table import EMPTY_SLOT, LayoutTable, find_layout, index_layout, layout_key

@@ -5,7 +5,7 @@ import pytest
 
 from geopipe_env.physics.energy import HourlyIntegral, energy_kwh, gpu_power_w
 from geopipe_env.physics.network import is_stalled
-from geopipe_env.reference import max_min_fair
+from reference import max_min_fair
 
 
 def _random_instance(rng, num_jobs, num_links):

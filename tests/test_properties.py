@@ -12,7 +12,7 @@ import geopipe_env  # noqa: F401
 from geopipe_env.env import GeoPipeEnv
 from geopipe_env.simulator import JobStatus
 from geopipe_env.loader import ScenarioError, load_scenario
-from geopipe_env.synthetic import random_scenario_dict
+from benchmarks.synthetic import random_scenario_dict
 
 
 @given(  # example count: the hypothesis profile (tests/conftest.py), 40 by default

@@ -15,7 +15,7 @@ from geopipe_env.decision import CompiledBackend, PythonBackend
 from geopipe_env.env import GeoPipeEnv
 from geopipe_env.loader import load_scenario
 from geopipe_env.observation import obs_layout
-from geopipe_env.synthetic import random_scenario_dict
+from benchmarks.synthetic import random_scenario_dict
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 # The candidate figures a CandidateInfo holds, by the declared candidate column they come from.

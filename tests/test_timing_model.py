@@ -1,4 +1,4 @@
-"""The timing paths equal their specification (``geopipe_env.reference``): the compiled analytic model vs the
+"""The timing paths equal their specification (``tests/reference.py``): the compiled analytic model vs the
 reference's, the reference's own fast model vs its full path family, the pruned 1F1B path family vs the full one,
 and the simulator's shared iteration-time cache vs no cache."""
 
@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 
 import geopipe_env  # noqa: F401
-from geopipe_env import caches, reference, simulator
+import reference
+
+from geopipe_env import caches, simulator
 from geopipe_env.physics import pipeline
 from geopipe_env.physics.pipeline import SCHEDULES
 from geopipe_env.simulator import CLOSED_FORMS, Placement

@@ -4,7 +4,7 @@ Each running job is one commodity: it needs the same rate on every cross-region 
 (the rate at which its slowest stage produces messages). Rates are max-min fair over all directed links at once:
 raise every unfrozen job's rate together; freeze a job when it reaches its demand or when a link it uses
 saturates. A job that ends below its demand is *stalled*. Both are compiled (:data:`~geopipe_env.compiled.jit`):
-the simulator calls them from Python and from its compiled reallocation alike. ``geopipe_env.reference`` holds
+the simulator calls them from Python and from its compiled reallocation alike. ``tests/reference.py`` holds
 the same filling written with numpy arrays, the specification the tests hold this to.
 """
 

@@ -49,7 +49,7 @@ resource; a hop's latency is a pure delay. With per-stage ``f_i, b_i`` and per-h
 The model is computed by compiled functions (:data:`~geopipe_env.compiled.jit`) that Python calls too:
 :func:`model_total_s` times a pipeline at a cadence floor, :func:`model_scalars`, :func:`fixed_paths` and
 :func:`fold_paths` take it apart for the layout table (:mod:`geopipe_env.layout_table`), whose rows
-:func:`iteration_total_s` evaluates. :mod:`geopipe_env.reference` writes the same path family with numpy arrays: the
+:func:`iteration_total_s` evaluates. ``tests/reference.py`` writes the same path family with numpy arrays: the
 specification the tests hold these to.
 """
 

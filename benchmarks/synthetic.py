@@ -1,4 +1,4 @@
-"""Layer 4: random valid scenarios, for property tests and scaling benchmarks.
+"""Random valid scenarios, for the property tests and the scaling benchmark (not shipped with the package).
 
 ``random_scenario_dict`` draws a scenario file's content (regions, a connected random WAN, a workload) from a
 numpy RNG; ``random_scenario`` loads it through the YAML loader, so every world it returns has passed the same

@@ -1,8 +1,9 @@
-"""Layer 7: the specification of the compiled code, the same formulas written plainly with numpy arrays.
+"""The specification of the compiled code, the same formulas written plainly with numpy arrays.
 
 The decision path runs compiled code (:data:`geopipe_env.compiled.jit`) that is written for speed: loops over flat
 arrays, tables of precomputed indices, lines folded ahead of time. This module writes what that code computes the
-plain way, with numpy's whole-array operations, as the specification it is held to. It runs only in the tests: the
+plain way, with numpy's whole-array operations, as the specification it is held to. It lives with the tests and
+does not ship with the package: the
 parity tests (``tests/test_kernels.py``, ``tests/test_timing_model.py``, ``tests/test_candidate_kernels.py``,
 ``tests/test_tables.py``) compare every compiled function with its specification here, and they are the contract.
 The compiled code must agree with this module to rounding (in most places bit for bit); a change to one is a change
