@@ -131,7 +131,7 @@ def copy_env(env: GeoPipeEnv) -> GeoPipeEnv:
 
 def job_shapes(jobs: Iterable[Any]) -> tuple[int, ...]:
     """Each job's shape as a small number: jobs with equal ``profile_key`` (every field their timing, power, memory
-    and candidate placements read: ``geopipe_env.generator.JOB_PROFILE_FIELDS``) and equal iterations get the same
+    and candidate placements read: ``geopipe_env.core_types.JOB_PROFILE_FIELDS``) and equal iterations get the same
     one. Jobs of one shape are interchangeable: the dynamics see nothing else of a job besides its arrival."""
     ids: dict[tuple, int] = {}
     return tuple(ids.setdefault((job.profile_key, job.iterations), len(ids)) for job in jobs)

@@ -37,7 +37,8 @@ import numpy as np
 from geopipe_env.catalog import GPU_CATALOG
 from geopipe_env.generator import sample_world
 from geopipe_env.loader import ScenarioError, load_scenario
-from geopipe_env.simulator import ClusterSim, Placement
+from geopipe_env.simulator import ClusterSim
+from geopipe_env.core_types import Placement
 
 INTRA_H100_GBPS = 400.0  # DGX H100: eight ConnectX-7 NDR InfiniBand ports of 400 Gbit/s, one per GPU (NVIDIA datasheet)
 INTRA_A100_GBPS = 200.0  # DGX A100: eight ConnectX-6 HDR ports of 200 Gbit/s, one per GPU (NVIDIA datasheet)

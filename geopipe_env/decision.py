@@ -27,9 +27,10 @@ import numpy as np
 from geopipe_env import candidate_kernels as ck
 from geopipe_env.layout_table import LayoutTable, shared_table
 from geopipe_env.observation import ObservationEncoder
-from geopipe_env.placement import CandidateInfo, PlacementContext, _placement, admission_per_forward
+from geopipe_env.core_types import CandidateInfo, Placement
+from geopipe_env.placement import PlacementContext, _placement, admission_per_forward
 from geopipe_env.scenario import Scenario
-from geopipe_env.simulator import ClusterSim, Placement
+from geopipe_env.simulator import ClusterSim
 from geopipe_env.strategies import NO_TWIN, candidate_row, compiled_codes, named_placement
 from geopipe_env.tables import (
     C_CARBON, C_COST, C_DEMAND, C_DURATION, C_ITERATION, C_RATE, C_SCHEDULE, C_STALLED, J_ITERATIONS, J_PROFILE,

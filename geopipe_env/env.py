@@ -74,7 +74,8 @@ import numpy as np
 from geopipe_env import caches, layout_table
 from geopipe_env.caches import BoundedDict
 from geopipe_env.decision import DecisionBackend, make_backend
-from geopipe_env.generator import World, new_profile_cache, sample_world
+from geopipe_env.core_types import CandidateInfo, JobStatus, World
+from geopipe_env.generator import new_profile_cache, sample_world
 from geopipe_env.loader import (
     KeyedValueError,
     builtin_names,
@@ -86,10 +87,9 @@ from geopipe_env.loader import (
     load_scenario,
 )
 from geopipe_env.observation import ObservationEncoder, observation_space
-from geopipe_env.placement import CandidateInfo
 from geopipe_env.scenario import Scenario
 from geopipe_env.strategies import STRATEGY_NAMES, is_built_in, strategy_names
-from geopipe_env.simulator import ClusterSim, JobStatus, shared_layout_cache
+from geopipe_env.simulator import ClusterSim, shared_layout_cache
 from geopipe_env.units import BYTES_PER_TB, SECONDS_PER_HOUR, WATTS_PER_KW
 
 DEFAULT_QUEUE_SLOTS = 8

@@ -10,122 +10,24 @@ from __future__ import annotations
 
 import math
 from collections.abc import MutableMapping
-from typing import NamedTuple
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from geopipe_env import bundled
 from geopipe_env.caches import BoundedDict
+from geopipe_env.core_types import CapacityLosses, GpuFailures, Job, LinkDegradations, World
 from geopipe_env.physics import pipeline
 from geopipe_env.physics.energy import HourlyIntegral, gpu_power_w
 from geopipe_env.scenario import (
     SIZING_FIXED, SIZING_MEMORY, CapacityLossSpec, FailureSpec, JobShape, LinkDegradation, Scenario,
 )
 from geopipe_env.sizing import connected_components, size_job
-from geopipe_env.physics.pipeline import BACKWARD_TO_FORWARD, ONE_F_ONE_B
 from geopipe_env.units import SECONDS_PER_DAY, SECONDS_PER_HOUR, rate_gbps, transfer_time_s
 
-# The fields of a job that its timing, power and candidate placements read: jobs equal in these (the job's
-# ``profile_key``) time alike on any placement of any world with equal timing_key, and the candidate table gives
-# them the same placements. The model's name keeps jobs of different models apart. Every other field is listed in
-# JOB_OTHER_FIELDS; tests/test_cache_keys.py perturbs each of those and checks that no timing moves.
-JOB_PROFILE_FIELDS = (
-    "model", "num_stages", "activation_bytes", "gpus_per_stage", "data_parallel", "num_microbatches", "forward_s",
-    "fits", "allreduce_s", "schedules", "virtual_stages", "context_parallel", "backward_ratio", "input_gradient",
-    "schedule_fits", "link_messages",
-)
-JOB_OTHER_FIELDS = (
-    "job_id", "arrival_s", "dataset", "params", "layers", "hidden", "micro_batch_size", "seq_len", "iterations",
-    "isolated_iteration_s", "lower_bound_s", "lower_bound_energy_kwh", "typical_demand_gbps", "isolated_power_w",
-)
-# What a layout's timing reads of a world besides its job's profile and its placement (timing_key), and what its
-# power reads besides (layout_key).
-WORLD_TIMING_FIELDS = (
-    "bandwidth_gbps", "latency_s", "scenario.network.intra_bandwidth_gbps", "scenario.network.intra_latency_s",
-    "scenario.pipeline_schedule",
-)
-WORLD_POWER_FIELDS = ("idle_watts", "busy_watts", "pue")
 DAYS_PER_YEAR = 365
 JOULES_PER_KWH = 3.6e6
 HORIZON_MARGIN_H = 2  # series run a little past the horizon so that lookups at t = horizon stay in range
-
-
-@dataclass(frozen=True, eq=False)
-class Job:
-    """One job of an episode, with its physics precomputed.
-
-    Per-region arrays are indexed by region; a region whose GPU cannot hold a stage of this job has
-    ``fits[r] == False``. (No ``__slots__``: a reset copies tens of jobs from a template, and a copy of the fields'
-    dict is one call where slots take one per field. A read costs about 20 ns more than from a slot; measured
-    side by side, steps take the same time within 1% and resets 7% less.)
-    """
-
-    job_id: int
-    arrival_s: float
-    model: str
-    dataset: str
-    params: float
-    layers: int
-    hidden: int
-    micro_batch_size: int
-    seq_len: int
-    num_microbatches: int  # M, per replica and iteration
-    gpus_per_stage: int  # tensor-parallel degree t
-    iterations: int
-    num_stages: int  # S (K* under the kstar sizing rule)
-    activation_bytes: float  # A = b·s·h·2, one replica's message per micro-batch and boundary
-    forward_s: np.ndarray  # (R,) forward time of one stage per micro-batch on region r's GPUs
-    fits: np.ndarray  # (R,) bool
-    isolated_iteration_s: float  # on the reference placement used for K*
-    lower_bound_s: float  # duration alone on an empty world, on a relaxed best placement
-    lower_bound_energy_kwh: float
-    typical_demand_gbps: float  # no-stall rate per hop, d·A·8 / (t_f + t_b), on the median GPU it fits
-    isolated_power_w: float  # facility power running alone at the isolated iteration time, on the median GPU it fits
-    data_parallel: int = 1  # replicas d; each stage's replicas sit in one region
-    allreduce_s: float = 0.0  # gradient all-reduce of the d·c ranks per iteration, inside a region
-    schedules: tuple[str, ...] = (ONE_F_ONE_B,)  # the pipeline schedules it accepts, its own first
-    virtual_stages: int = 1  # chunks per device (interleaved-1f1b, hanayo)
-    context_parallel: int = 1  # c: a replica's stage holds t·c GPUs
-    backward_ratio: float = BACKWARD_TO_FORWARD  # backward time ÷ forward time
-    input_gradient: float = 1.0  # the share of the backward a split schedule runs as D (the rest is W)
-    # (len(schedules), R) bool: where a stage fits memory under each schedule (None: ``fits``, for one schedule)
-    schedule_fits: np.ndarray | None = None
-    link_messages: float = 1.0  # messages per micro-batch on its busiest link between two stages, under its own schedule
-    # JOB_PROFILE_FIELDS' values: jobs with equal keys run identically on any placement of any world with equal
-    # timing_key. Set once here, since the candidate table reads it tens of times per decision.
-    profile_key: tuple = field(init=False, repr=False)
-    stage_gpus: int = field(init=False, repr=False)  # GPUs one stage takes in its region: t·d
-    wan_message_bytes: float = field(init=False, repr=False)  # on a cross-region boundary per micro-batch and way: d·A
-    # Inside a region, per micro-batch and boundary, on each of a replica's c links: A/c (the sequence is split)
-    intra_message_bytes: float = field(init=False, repr=False)
-    num_gpus: int = field(init=False, repr=False)  # S·t·c·d
-    isolated_duration_s: float = field(init=False, repr=False)  # iterations × isolated iteration time
-
-    def __post_init__(self) -> None:
-        if self.schedule_fits is None:
-            object.__setattr__(self, "schedule_fits", self.fits.reshape(1, -1))
-        object.__setattr__(self, "profile_key", fields_key(self, JOB_PROFILE_FIELDS))
-        object.__setattr__(self, "stage_gpus", self.gpus_per_stage * self.context_parallel * self.data_parallel)
-        object.__setattr__(self, "wan_message_bytes", self.data_parallel * self.activation_bytes)
-        intra = self.activation_bytes if self.context_parallel == 1 else self.activation_bytes / self.context_parallel
-        object.__setattr__(self, "intra_message_bytes", intra)
-        object.__setattr__(self, "num_gpus", self.num_stages * self.stage_gpus)
-        object.__setattr__(self, "isolated_duration_s", self.iterations * self.isolated_iteration_s)
-
-    @property
-    def schedule(self) -> str:
-        """The job's own schedule (the first it accepts): the one its K* and BACE-Pipe's admission test use."""
-        return self.schedules[0]
-
-
-class GpuFailures(NamedTuple):
-    """The GPU failures of an episode, drawn with its world (:func:`draw_failures`)."""
-
-    times_s: np.ndarray  # sorted
-    regions: np.ndarray  # the region each hits
-    picks: np.ndarray  # a uniform draw in [0, 1) each, which picks the GPU of the region it hits
-    per_gpu_day: np.ndarray  # (R,) each region's GPU failure rate
 
 
 def draw_failures(spec: FailureSpec, gpus: tuple, num_gpus: np.ndarray, horizon_s: float,
@@ -147,26 +49,12 @@ def _poisson_times(rate_per_s: float, horizon_s: float, rng: np.random.Generator
     return np.sort(rng.uniform(0.0, horizon_s, size=count))
 
 
-class CapacityLosses(NamedTuple):
-    """The capacity losses of an episode, drawn with its world (:func:`draw_capacity_losses`)."""
-
-    times_s: np.ndarray  # sorted
-    regions: np.ndarray
-
-
 def draw_capacity_losses(spec: CapacityLossSpec, num_regions: int, horizon_s: float,
                          rng: np.random.Generator) -> CapacityLosses:
     """Each region loses GPUs as a Poisson process at ``per_region_day``: the merged process over the horizon, its
     count drawn first, then its times and regions (uniform)."""
     times = _poisson_times(spec.per_region_day * num_regions / SECONDS_PER_DAY, horizon_s, rng)
     return CapacityLosses(times, rng.integers(0, num_regions, size=times.shape[0]))
-
-
-class LinkDegradations(NamedTuple):
-    """The link degradations of an episode, drawn with its world (:func:`draw_degradations`)."""
-
-    times_s: np.ndarray  # sorted
-    links: np.ndarray  # (n, 2) the two regions of each degraded link
 
 
 def draw_degradations(spec: LinkDegradation, bandwidth_gbps: np.ndarray, horizon_s: float,
@@ -178,65 +66,6 @@ def draw_degradations(spec: LinkDegradation, bandwidth_gbps: np.ndarray, horizon
     times = _poisson_times(spec.per_link_day * len(pairs) / SECONDS_PER_DAY, horizon_s, rng)
     count = times.shape[0]
     return LinkDegradations(times, pairs[rng.integers(0, len(pairs), size=count)] if count else np.zeros((0, 2), np.int64))
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class World:
-    """An episode's world: the scenario after randomisation, and its jobs."""
-
-    scenario: Scenario
-    num_gpus: np.ndarray  # (R,) int
-    bandwidth_gbps: np.ndarray  # (R, R) nominal capacity before background traffic; 0 = no link
-    latency_s: np.ndarray  # (R, R)
-    start_hour: int  # hour of 2023 at episode t = 0
-    price: HourlyIntegral  # (R, H) USD/kWh
-    carbon: HourlyIntegral  # (R, H) g/kWh
-    jobs: tuple[Job, ...]
-    tflops: np.ndarray  # (R,)
-    kernel_efficiency: np.ndarray  # (R,) each region's GPU type's (NaN where it has none; used without mfu)
-    busy_watts: np.ndarray  # (R,)
-    idle_watts: np.ndarray  # (R,)
-    pue: np.ndarray  # (R,)
-    hourly_series: bool = True  # some price or carbon series changes by the hour (False: every one is constant)
-    # GPU failures over the horizon (scenario.failures; None when nothing fails): their times, regions, and each
-    # as a uniform draw in [0, 1) that picks the GPU of the region it hits; and each region's rate per GPU-day.
-    failures: GpuFailures | None = None
-    capacity_losses: CapacityLosses | None = None  # scenario.capacity_loss's events (None without it)
-    degradations: LinkDegradations | None = None  # scenario.network.degradation's events (None without it)
-
-    @property
-    def num_regions(self) -> int:
-        return self.num_gpus.shape[0]
-
-    @property
-    def horizon_s(self) -> float:
-        return self.scenario.horizon_s
-
-
-def fields_key(obj: object, names: tuple[str, ...]) -> tuple:
-    """A hashable key of the fields ``names`` of ``obj`` (dotted paths into nested fields): numbers and strings as
-    they are, arrays by their dtype, shape and bytes."""
-    key = []
-    for name in names:
-        value = obj
-        for part in name.split("."):
-            value = getattr(value, part)
-        if isinstance(value, np.ndarray):
-            value = (value.dtype.str, value.shape, value.tobytes())
-        key.append(value)
-    return tuple(key)
-
-
-def timing_key(world: World) -> tuple:
-    """What a layout's timing depends on besides its job's ``profile_key`` and its placement (WORLD_TIMING_FIELDS):
-    the world's line rates and latencies, the intra-region link and the pipeline schedule."""
-    return fields_key(world, WORLD_TIMING_FIELDS)
-
-
-def layout_key(world: World) -> tuple:
-    """What a layout's timing and power depend on besides its job's ``profile_key`` and its placement
-    (WORLD_TIMING_FIELDS and WORLD_POWER_FIELDS)."""
-    return fields_key(world, WORLD_TIMING_FIELDS + WORLD_POWER_FIELDS)
 
 
 def _reference_link(bandwidth_gbps: np.ndarray, latency_s: np.ndarray, intra_bw: float, intra_lat: float) -> tuple[float, float]:

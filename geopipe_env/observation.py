@@ -6,7 +6,7 @@ tables: ``regions`` (max_regions, 8), ``links`` (max_regions², 3) where row ``i
 Every column is declared, with its meaning, in :mod:`geopipe_env.tables`.
 
 :class:`ObservationEncoder` writes an observation two ways: :meth:`~ObservationEncoder.encode_rows` from candidate
-rows (:class:`~geopipe_env.placement.CandidateInfo`, the Python decision backend) and
+rows (:class:`~geopipe_env.core_types.CandidateInfo`, the Python decision backend) and
 :meth:`~ObservationEncoder.encode_table` from a compiled candidate table's arrays (in compiled code). The two give
 equal observations (``tests/test_tables.py`` compares every declared feature).
 
@@ -26,9 +26,8 @@ from gymnasium import spaces
 from geopipe_env import tables
 from geopipe_env.candidate_kernels import candidate_features
 from geopipe_env.compiled import jit, pairwise_sum
-from geopipe_env.generator import World, fields_key
+from geopipe_env.core_types import CandidateInfo, World, fields_key
 from geopipe_env.physics.schedule import MAX_SCHEDULES, SCHEDULE_CODE_SCALE, spec
-from geopipe_env.placement import CandidateInfo
 from geopipe_env.simulator import ClusterSim
 from geopipe_env.tables import (
     CAND_BANDWIDTH_SLACK, CAND_CARBON, CAND_COST, CAND_FEASIBLE, CAND_LOG_DURATION, CAND_LOG_ITERATION_VS_ISOLATED,

@@ -31,24 +31,9 @@ from typing import NamedTuple
 import numpy as np
 
 from geopipe_env.caches import ProcessCache
-from geopipe_env.generator import Job
-from geopipe_env.simulator import ClusterSim, Placement
+from geopipe_env.core_types import CandidateInfo, Job, Placement
+from geopipe_env.simulator import ClusterSim
 from geopipe_env.units import GRAMS_PER_KG, SECONDS_PER_HOUR, WATTS_PER_KW, transfer_time_s
-
-
-class CandidateInfo(NamedTuple):
-    """What the env knows about one (queue slot, strategy) pair at a decision instant (a named tuple: built
-    tens of times per decision)."""
-
-    placement: Placement
-    iteration_s: float
-    duration_s: float
-    cost_usd: float
-    carbon_kg: float
-    rate_gbps: float
-    demand_gbps: float
-    stalled: bool
-    schedule: int  # which of the job's accepted schedules it would run (an index into Job.schedules)
 
 
 class BaceReading(NamedTuple):

@@ -21,10 +21,9 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Circle, Rectangle, Wedge
 from matplotlib.ticker import MaxNLocator
 
-from geopipe_env.generator import World
-from geopipe_env.placement import CandidateInfo
+from geopipe_env.core_types import CandidateInfo, JobStatus, World
 from geopipe_env.scenario import Scenario
-from geopipe_env.simulator import ClusterSim, JobStatus
+from geopipe_env.simulator import ClusterSim
 from geopipe_env.units import SECONDS_PER_HOUR
 
 

@@ -12,7 +12,6 @@ import bisect
 import math
 from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass, field
-from enum import IntEnum
 from typing import NamedTuple
 
 import numpy as np
@@ -20,7 +19,7 @@ import numpy as np
 from geopipe_env import sim_kernels
 from geopipe_env.caches import BoundedDict, ProcessCache
 from geopipe_env.engine import Event, EventKind, EventQueue, arrival_events
-from geopipe_env.generator import Job, World, fields_key, layout_key
+from geopipe_env.core_types import Job, JobStatus, Placement, World, fields_key, layout_key
 from geopipe_env.physics import failures, pipeline, schedule
 from geopipe_env.physics.energy import gpu_power_w
 from geopipe_env.physics.network import is_stalled
@@ -30,38 +29,6 @@ from geopipe_env.tables import (
     WAN_BYTES,
 )
 from geopipe_env.units import SECONDS_PER_HOUR, WATTS_PER_KW, transfer_time_s
-
-
-class JobStatus(IntEnum):
-    PENDING = 0  # not yet arrived
-    WAITING = 1
-    RUNNING = 2
-    DONE = 3
-
-
-@dataclass(frozen=True, slots=True)
-class Placement:
-    """Where a job's stages go: a path of distinct regions and the number of consecutive stages in each."""
-
-    regions: tuple[int, ...]
-    stages: tuple[int, ...]
-    links: tuple[tuple[int, int], ...] = field(init=False, repr=False, compare=False)
-    # Placements key the simulator's and the candidate table's caches, so the hash is computed once.
-    _hash: int = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        links: list[tuple[int, int]] = []
-        for a, b in zip(self.regions, self.regions[1:]):
-            links += ((a, b), (b, a))
-        object.__setattr__(self, "links", tuple(links))
-        object.__setattr__(self, "_hash", hash((self.regions, self.stages)))
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    @property
-    def num_wan_hops(self) -> int:
-        return len(self.regions) - 1
 
 
 _WAITING, _RUNNING, _DONE = int(JobStatus.WAITING), int(JobStatus.RUNNING), int(JobStatus.DONE)

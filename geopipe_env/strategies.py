@@ -18,9 +18,8 @@ from typing import NamedTuple
 
 from geopipe_env import candidate_kernels as ck
 from geopipe_env import placement as pl
-from geopipe_env.generator import Job
-from geopipe_env.placement import CandidateInfo, PlacementContext, _placement
-from geopipe_env.simulator import Placement
+from geopipe_env.core_types import CandidateInfo, Job, Placement
+from geopipe_env.placement import PlacementContext, _placement
 
 NO_TWIN = -1  # the code of a strategy with no compiled twin
 

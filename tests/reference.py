@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from geopipe_env.generator import Job
+from geopipe_env.core_types import Job
 from geopipe_env.layout_table import LayoutTable, find_layout, index_layout
 from geopipe_env.observation import FORECAST_H, PRICE_SCALE_FLOOR
 from geopipe_env.physics import pipeline
@@ -36,7 +36,8 @@ from geopipe_env.physics.pipeline import (
     _PathTables, path_tables,
 )
 from geopipe_env.physics.schedule import spec
-from geopipe_env.simulator import ClusterSim, Placement
+from geopipe_env.simulator import ClusterSim
+from geopipe_env.core_types import Placement
 from geopipe_env.tables import LAYOUT_FLOATS
 from geopipe_env.units import BITS_PER_BYTE, BITS_PER_GBIT, SECONDS_PER_HOUR
 

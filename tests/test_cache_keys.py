@@ -1,4 +1,4 @@
-"""The process's caches are keyed by declared fields (``generator.JOB_PROFILE_FIELDS``, ``WORLD_TIMING_FIELDS``,
+"""The process's caches are keyed by declared fields (``core_types.JOB_PROFILE_FIELDS``, ``WORLD_TIMING_FIELDS``,
 ``WORLD_POWER_FIELDS``): every field is declared one way or the other, and a field left out of a key changes no
 timing, power or demand, so no cache can serve a stale value."""
 
@@ -10,14 +10,15 @@ import numpy as np
 import pytest
 
 import geopipe_env  # noqa: F401
-from geopipe_env import caches, generator
-from geopipe_env.generator import (
-    JOB_OTHER_FIELDS, JOB_PROFILE_FIELDS, WORLD_POWER_FIELDS, WORLD_TIMING_FIELDS, Job, World, layout_key, sample_world,
-    timing_key,
+from geopipe_env import caches, core_types, generator
+from geopipe_env.core_types import (
+    JOB_OTHER_FIELDS, JOB_PROFILE_FIELDS, WORLD_POWER_FIELDS, WORLD_TIMING_FIELDS, Job, World, layout_key, timing_key,
 )
+from geopipe_env.generator import sample_world
 from geopipe_env.layout_table import LayoutTable
 from geopipe_env.loader import load_builtin
-from geopipe_env.simulator import ClusterSim, Placement
+from geopipe_env.simulator import ClusterSim
+from geopipe_env.core_types import Placement
 
 
 def _perturbed(value):
@@ -125,4 +126,4 @@ def test_the_world_keys_hold_their_declared_fields():
     for name in WORLD_POWER_FIELDS:
         other = dataclasses.replace(world, **{name: _perturbed(getattr(world, name))})
         assert timing_key(other) == timing_key(world) and layout_key(other) != layout_key(world)
-    assert generator.fields_key(world, ("scenario.network.intra_latency_s",)) == (world.scenario.network.intra_latency_s,)
+    assert core_types.fields_key(world, ("scenario.network.intra_latency_s",)) == (world.scenario.network.intra_latency_s,)

@@ -14,7 +14,7 @@ from conftest import masked_random_rollout
 from geopipe_env.env import EnvArgumentError
 from geopipe_env.generator import sample_world
 from geopipe_env.loader import load_builtin
-from geopipe_env.simulator import JobStatus
+from geopipe_env.core_types import JobStatus
 
 ENV_IDS = list(geopipe_env.ENV_IDS)
 

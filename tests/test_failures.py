@@ -14,7 +14,8 @@ from geopipe_env.env import GeoPipeEnv
 from geopipe_env.generator import sample_world
 from geopipe_env.loader import SCENARIO_DIR, ScenarioError, StrictYamlLoader, load_builtin, load_scenario
 from geopipe_env.physics import failures
-from geopipe_env.simulator import ClusterSim, JobStatus, Placement
+from geopipe_env.simulator import ClusterSim
+from geopipe_env.core_types import JobStatus, Placement
 from geopipe_env.units import SECONDS_PER_DAY
 
 LLAMA3_RATE = 419 / (54 * 16_384)  # unexpected interruptions per GPU-day (Dubey et al., arXiv 2407.21783)

@@ -24,7 +24,8 @@ import pytest
 from geopipe_env.generator import sample_world
 from geopipe_env.loader import ScenarioError, load_scenario
 from geopipe_env.physics import pipeline
-from geopipe_env.simulator import ClusterSim, Placement
+from geopipe_env.simulator import ClusterSim
+from geopipe_env.core_types import Placement
 
 TOKENS = 4e6
 

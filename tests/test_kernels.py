@@ -21,7 +21,8 @@ from geopipe_env.layout_table import EMPTY_SLOT, LayoutTable, find_layout, index
 from geopipe_env.loader import load_builtin
 from geopipe_env.physics import energy, network, pipeline
 from geopipe_env.physics.energy import HourlyIntegral, energy_kwh
-from geopipe_env.simulator import ClusterSim, Placement
+from geopipe_env.simulator import ClusterSim
+from geopipe_env.core_types import Placement
 
 REL = 1e-12
 

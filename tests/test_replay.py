@@ -13,7 +13,8 @@ from geopipe_env import bundled
 from geopipe_env.generator import replay_kinds, sample_world
 from geopipe_env.loader import SCENARIO_DIR, ScenarioError, StrictYamlLoader, load_builtin, load_scenario
 from geopipe_env.physics import pipeline
-from geopipe_env.simulator import ClusterSim, Placement
+from geopipe_env.simulator import ClusterSim
+from geopipe_env.core_types import Placement
 
 TRACE_WORLD = "geopipe-v0-philly"
 

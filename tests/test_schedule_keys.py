@@ -13,7 +13,8 @@ from geopipe_env.decision import PythonBackend
 from geopipe_env.env import GeoPipeEnv
 from geopipe_env.generator import sample_world
 from geopipe_env.loader import SCENARIO_DIR, ScenarioError, load_scenario
-from geopipe_env.simulator import ClusterSim, Placement
+from geopipe_env.simulator import ClusterSim
+from geopipe_env.core_types import Placement
 
 
 def world_dict(**workload) -> dict:

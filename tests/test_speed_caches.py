@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import geopipe_env  # noqa: F401
-from geopipe_env import caches, generator, layout_table, simulator
+from geopipe_env import caches, core_types, generator, layout_table, simulator
 from geopipe_env.generator import sample_world
 from geopipe_env.loader import load_builtin
 
@@ -41,8 +41,8 @@ def test_jobs_copied_from_a_template_equal_jobs_built_by_init(name):
     """A world's later jobs of one profile, dataset and iteration count are copies of the first's fields
     (generator._job_like): every field, the derived ones too, equals what Job's own __init__ builds."""
     world = sample_world(load_builtin(name), np.random.default_rng(3))
-    init = [f.name for f in dataclasses.fields(generator.Job) if f.init]
-    rebuilt = dataclasses.replace(world, jobs=tuple(generator.Job(**{n: getattr(j, n) for n in init}) for j in world.jobs))
+    init = [f.name for f in dataclasses.fields(core_types.Job) if f.init]
+    rebuilt = dataclasses.replace(world, jobs=tuple(core_types.Job(**{n: getattr(j, n) for n in init}) for j in world.jobs))
     assert _jobs_equal(world, rebuilt)
     kinds = {(j.model, j.dataset, j.iterations, j.num_stages) for j in world.jobs}
     assert len(kinds) < len(world.jobs), "no two jobs of one kind: nothing was copied from a template"

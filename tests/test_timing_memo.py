@@ -16,7 +16,7 @@ import numpy as np
 import geopipe_env  # noqa: F401
 from geopipe_env import caches, simulator
 from geopipe_env.physics import schedule
-from geopipe_env.simulator import Placement
+from geopipe_env.core_types import Placement
 
 
 def _placements(sim, job, rng, count):

@@ -16,7 +16,8 @@ import reference
 from geopipe_env import caches, simulator
 from geopipe_env.physics import pipeline
 from geopipe_env.physics.pipeline import SCHEDULES
-from geopipe_env.simulator import CLOSED_FORMS, Placement
+from geopipe_env.simulator import CLOSED_FORMS
+from geopipe_env.core_types import Placement
 from geopipe_env.units import transfer_time_s
 
 REL = 1e-12
