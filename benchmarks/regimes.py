@@ -421,30 +421,42 @@ def main(argv: list[str] | None = None) -> int:
             print(f"fleet ×{fleet:g}, {sched}: {hours:,.1f} GPU-h per job; {gpus:,} GPUs; mean interarrival at load "
                   + ", ".join(f"{load:g} = {hours / (load * gpus):.3f} h" for load in args.loads))
         return 0
-    args.out.mkdir(parents=True, exist_ok=True)
     seeds = list(range(args.seed_start, args.seed_start + args.seeds))
-    paths, facts = regime_scenarios(args.out, args.wan, args.fleets, args.loads, args.schedules)
-    order = sorted(paths, key=lambda k: (args.schedules.index(k[3]), k[1], k[0], k[2]))
-    envs = {key: EnvSpec(label=paths[key].stem, env_id="GeoPipe-v0", scenario=str(paths[key])) for key in order}
-    start = time.perf_counter()
-    rows = run_episodes(list(envs.values()), POLICIES, seeds, None, args.workers)
-    elapsed = time.perf_counter() - start
-    by_env: dict[str, list[dict]] = {}
-    for row in rows:
-        by_env.setdefault(row["env"], []).append(row)
-    summaries = {key: regime_summary(by_env[spec.label]) for key, spec in envs.items()}
+    facts, per_regime, elapsed = play_regimes(args, POLICIES, seeds)
+    summaries = {key: regime_summary(rows) for key, rows in per_regime.items()}
     table = markdown(summaries, facts, seeds)
     (args.out / "regimes.md").write_text(table)
     (args.out / "regimes.json").write_text(json.dumps(
         {"seeds": seeds, "policies": list(POLICIES), "episode_seconds": round(elapsed, 1),
-         "regimes": [{"wan_scale": w, "fleet_scale": f, "load": l, "schedules": s, **facts[(w, f, l, s)],
-                      **summaries[(w, f, l, s)]} for (w, f, l, s) in summaries]},
-        indent=1,
+         "regimes": regimes_records(facts, summaries)}, indent=1,
     ))
     heat_map(summaries, args.out / "regimes.png")
     print(table)
-    print(f"{len(rows)} episodes in {elapsed:.0f} s; wrote {args.out}/regimes.md, .json, .png")
+    print(f"{sum(map(len, per_regime.values()))} episodes in {elapsed:.0f} s; wrote {args.out}/regimes.md, .json, .png")
     return 0
+
+
+def play_regimes(args: argparse.Namespace, policies, seeds: list[int]) -> tuple[dict, dict[tuple, list[dict]], float]:
+    """Write the regimes' scenario files (``args.out``, ``args.wan``, ``args.fleets``, ``args.loads``,
+    ``args.schedules``) and play ``policies`` on each over ``seeds`` with ``args.workers``: each regime's facts, its
+    episodes' rows, and the seconds the episodes took."""
+    args.out.mkdir(parents=True, exist_ok=True)
+    paths, facts = regime_scenarios(args.out, args.wan, args.fleets, args.loads, args.schedules)
+    order = sorted(paths, key=lambda k: (args.schedules.index(k[3]), k[1], k[0], k[2]))
+    envs = {key: EnvSpec(label=paths[key].stem, env_id="GeoPipe-v0", scenario=str(paths[key])) for key in order}
+    start = time.perf_counter()
+    rows = run_episodes(list(envs.values()), list(policies), seeds, None, args.workers)
+    elapsed = time.perf_counter() - start
+    by_env: dict[str, list[dict]] = {}
+    for row in rows:
+        by_env.setdefault(row["env"], []).append(row)
+    return facts, {key: by_env[spec.label] for key, spec in envs.items()}, elapsed
+
+
+def regimes_records(facts: dict, results: dict[tuple, dict]) -> list[dict]:
+    """Per regime, its scale, load and schedules, its facts and ``results``' entry, for a JSON file."""
+    return [{"wan_scale": w, "fleet_scale": f, "load": l, "schedules": s, **facts[(w, f, l, s)], **entry}
+            for (w, f, l, s), entry in results.items()]
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ import copy
 import json
 import math
 
+import numpy as np
 import pytest
 import yaml
 
@@ -107,3 +108,25 @@ def test_bad_ranges_are_one_line_errors(capsys, argv, message):
     with pytest.raises(SystemExit) as exc:
         regimes.main(argv)
     assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_the_agent_is_set_against_each_regimes_best_scripted_policy_by_return():
+    """benchmarks/agent_regimes.py: the best scripted policy is the one of highest mean return, and the agent's
+    differences to it are paired by seed, with their CI and p-value; Holm's adjustment then gives the verdict."""
+    from benchmarks import agent_regimes
+
+    rows = []
+    for seed, (agent, a, b) in enumerate([(10.0, 8.0, 1.0), (12.0, 9.0, 2.0), (11.0, 9.5, 0.0), (13.0, 10.0, 1.5)]):
+        for policy, ret in (("agent", agent), ("a", a), ("b", b)):
+            rows.append({"policy": policy, "seed": seed, "return": ret, "avg_time_in_system_h": 100.0 - ret,
+                         "total_cost_usd": 1000.0})
+    comparison = agent_regimes.regime_comparison(rows, ("a", "b"))
+    assert comparison["best_scripted"] == "a" and comparison["seeds"] == 4
+    ret = comparison["return"]
+    assert ret["diff"] == pytest.approx(np.mean([2.0, 3.0, 1.5, 3.0])) and ret["ci"] > 0.0 and ret["p"] < 0.05
+    assert comparison["avg_time_in_system_h"]["diff"] == pytest.approx(-ret["diff"])
+    assert comparison["total_cost_usd"]["diff"] == 0.0 and comparison["total_cost_usd"]["p"] == 1.0
+    ret["p_holm"] = 0.01
+    assert agent_regimes.verdict(ret) == "better"
+    ret["p_holm"] = 0.2
+    assert agent_regimes.verdict(ret) == "tie"
