@@ -383,7 +383,9 @@ class ClusterSim:
         self._bind_job_rows()
         self._timed_at_capacity[:] = -1
         self._power_w = np.zeros((n_jobs, world.num_regions))  # per region
-        self._job_links = np.zeros((n_jobs, max(2 * (world.num_regions - 1), 1)), dtype=np.int64)
+        # Per job, the directed WAN links it uses: a path's hops both ways, and an interleaved pipeline's wrap (its last
+        # region back to its first) both ways, at most 2·R.
+        self._job_links = np.zeros((n_jobs, 2 * world.num_regions), dtype=np.int64)
         self._running_ids = np.zeros(0, dtype=np.int64)  # the running jobs' ids, in ``running``'s order
         self.region_power_w = np.zeros(world.num_regions)
         self._region_kw = (np.zeros(world.num_regions), 0.0)  # region_power_w in kW, and its sum in W

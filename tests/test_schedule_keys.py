@@ -14,7 +14,7 @@ from geopipe_env.env import GeoPipeEnv
 from geopipe_env.generator import sample_world
 from geopipe_env.loader import SCENARIO_DIR, ScenarioError, load_scenario
 from geopipe_env.simulator import ClusterSim
-from geopipe_env.core_types import Placement
+from geopipe_env.core_types import JobStatus, Placement
 
 
 def world_dict(**workload) -> dict:
@@ -171,6 +171,13 @@ def test_an_interleaved_pipeline_over_three_regions_wraps_on_a_link_of_its_own()
     # Per micro-batch: v = 2 messages down each hop and back, and v − 1 = 1 over the wrap each way.
     assert three.wan_bytes_per_iteration == pytest.approx(12 * job.wan_message_bytes * (2 * 2 * 2 + 2 * 1))
     assert two.wan_bytes_per_iteration == pytest.approx(12 * job.wan_message_bytes * (2 * 2 + 2 * 1))
+    # Launched, the job loads all six links: its hops both ways and the wrap both ways (2·R links on R regions).
+    while job.job_id not in sim.waiting:
+        sim.step_event()
+    sim.launch(job.job_id, Placement((0, 1, 2), (2, 2, 2)))
+    assert sim.status[job.job_id] == JobStatus.RUNNING
+    loaded = {(a, b) for a in range(3) for b in range(3) if sim.link_load_gbps[a, b] > 0.0}
+    assert loaded == set(three.links)
 
 
 def test_a_class_no_fleet_can_hold_is_one_line_naming_it():
