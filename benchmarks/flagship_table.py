@@ -12,7 +12,8 @@ arrival to its finish or the episode's end), average JCT (finished jobs) and tot
 system and the cost, in brackets, the paired difference against ``bace-pipe`` on the same seeds: the mean of
 (policy − bace-pipe) in % of bace-pipe's mean, with its 95% CI (t). Headline (the README's table): the share of
 GPU-hours run across regions and the stalled-job fraction, then the jobs done, the time in system and the cost with
-their paired changes against ``bace-pipe``. The env defaults to the first in the file.
+their paired changes against ``bace-pipe``. A world whose GPUs fail adds a fourth: goodput, GPU-hours lost to
+failures and interruptions per job (mean ± 95% CI). The env defaults to the first in the file.
 """
 
 from __future__ import annotations
@@ -114,6 +115,13 @@ def main(argv: list[str] | None = None) -> int:
             f"| {np.mean([r['avg_time_in_system_h'] for r in mine]):.1f}{paired[0]} "
             f"| {np.mean([r['total_cost_usd'] for r in mine]):,.0f}{paired[1]} |"
         )
+    if any(_number(r.get("goodput")) and r["goodput"] < 1.0 for r in rows):
+        print("\n| policy | goodput | GPU-hours lost to failures | interruptions per job |")
+        print("|---" * 4 + "|")
+        for policy in policies:
+            mine = [r for r in rows if r["policy"] == policy]
+            print(f"| {policy} | {_cell(mine, 'goodput', 3)} | {_cell(mine, 'gpu_hours_lost_to_failures', 0)} "
+                  f"| {_cell(mine, 'interruptions_per_job', 2)} |")
     seeds = results["seeds"]
     print(f"\n{len(seeds)} seeds ({seeds[0]}–{seeds[-1]}) on {env}; ± is the 95% CI (t); negative % = lower than bace-pipe.")
     return 0

@@ -42,3 +42,21 @@ def test_three_tables_of_at_most_six_columns(tmp_path, capsys):
     assert "jobs done (of 40)" in tables[2].splitlines()[0]  # GeoPipe-v0 holds 40 jobs an episode
     assert headline["sjf"].startswith("| sjf | 0.50 | 10.0% | 40.0 | ")
     assert headline["sjf"].count("(+50.0 ± ") == 2 and headline["ldf"].startswith("| ldf | 0.50 | 10.0% | 0.0 |")
+
+
+def test_a_world_whose_gpus_fail_adds_a_goodput_table(tmp_path, capsys):
+    """Goodput, GPU-hours lost and interruptions per job make a fourth table, only where some GPU-time was lost."""
+    seeds = [1000, 1001]
+    episodes = [{**_episode(p, s, 1.0), "goodput": 1.0, "gpu_hours_lost_to_failures": 0.0,
+                 "interruptions_per_job": 0.0} for p in ("bace-pipe", "sjf") for s in seeds]
+    path = tmp_path / "results.json"
+    results = {"envs": {"GeoPipe-v0": {"env_id": "GeoPipe-v0", "scenario": None}}, "seeds": seeds, "episodes": episodes}
+    path.write_text(json.dumps(results))
+    assert flagship_table.main([str(path)]) == 0
+    assert "goodput" not in capsys.readouterr().out
+    episodes[0].update(goodput=0.9, gpu_hours_lost_to_failures=120.0, interruptions_per_job=0.5)
+    path.write_text(json.dumps(results))
+    assert flagship_table.main([str(path)]) == 0
+    tables = [block for block in capsys.readouterr().out.split("\n\n") if block.startswith("|")]
+    assert len(tables) == 4 and tables[3].startswith("| policy | goodput |")
+    assert "| bace-pipe | 0.950 ± 0.635 | 60 ± 762 | 0.25 ± 3.18 |" in tables[3]
