@@ -24,18 +24,31 @@ from benchmarks.synthetic import random_scenario_dict
     invalid_rate=st.sampled_from([0.0, 0.2]),
     replicas=st.sampled_from([1, 1, 2, 4]),
     failing=st.booleans(),
+    schedules=st.sampled_from([None, None, ("1f1b", "crosspipe-greedy"), ("interleaved-1f1b", "1f1b", "crosspipe-greedy"),
+                               ("zbv", "zb-h1", "gpipe"), ("chimera", "hanayo", "1f1b")]),
 )
 def test_random_worlds_keep_invariants(world_seed, num_regions, num_jobs, market_prices, action_seed, invalid_rate, replicas,
-                                       failing):
+                                       failing, schedules):
     """No exception; GPUs, link loads, clock, energy, cost, carbon, JCT bounds and the reward sum hold at every step.
 
     A world with ``replicas`` > 1 runs every job as that many data-parallel replicas with the same per-replica batch
     (or single-replica, when its regions cannot hold the replicas' stages). A ``failing`` world's GPUs fail often
     (once a GPU-day, repaired in two hours), its regions lose half their GPUs once a day for three hours and its
     links drop to a fifth twice a day for two hours, so that episodes interrupt jobs (GPUs under repair or away are
-    counted apart) and links change their rates.
+    counted apart) and links change their rates. A world with ``schedules`` has its jobs accept those pipeline
+    schedules (two chunks per device where one takes virtual stages), timed by the schedule executor, where its
+    regions hold them.
     """
     spec = random_scenario_dict(np.random.default_rng(world_seed), num_regions, num_jobs, market_prices=market_prices)
+    if schedules is not None:
+        accepting = {**spec["workload"], "pipeline_schedules": list(schedules)}
+        if {"interleaved-1f1b", "hanayo"} & set(schedules):
+            accepting["virtual_stages"] = 2
+        try:
+            load_scenario({**spec, "workload": accepting})
+            spec["workload"] = accepting
+        except ScenarioError:
+            pass  # a schedule's memory does not fit these regions: the world keeps 1F1B
     if failing:
         spec["failures"] = {"per_gpu_day": 1.0, "repair_h": 2.0}
         spec["capacity_loss"] = {"per_region_day": 1.0, "fraction": 0.5, "duration_h": 3.0, "notice_s": 30.0}
