@@ -33,34 +33,35 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout, fo
 from benchmarks.regimes import FLEET_SCALES, LOADS, SCHEDULES, WAN_SCALES, play_regimes, regimes_records  # noqa: E402
 from geopipe_baselines import policy_names  # noqa: E402
 from geopipe_evaluation.stats import holm, mean_ci, t_test_p_value  # noqa: E402
+from geopipe_evaluation.summary import paired_values, verdict  # noqa: E402
 
 AGENT = "agent"
 METRICS = ("return", "avg_time_in_system_h", "total_cost_usd")
 
 
 def regime_comparison(rows: list[dict], scripted: tuple[str, ...]) -> dict:
-    """For one regime's rows: the best scripted policy by mean return, and the agent's paired differences to it."""
-    def per_seed(policy: str, metric: str) -> np.ndarray:
-        return np.array([float(r[metric]) for r in sorted(rows, key=lambda r: r["seed"]) if r["policy"] == policy])
-
-    best = max(scripted, key=lambda p: per_seed(p, "return").mean())
-    out = {"best_scripted": best, "seeds": int(per_seed(AGENT, "return").size)}
+    """For one regime's rows: the best scripted policy by mean return, and the agent's differences to it, paired by
+    seed (``summary.paired_values``): mean, CI, p-value (Holm's adjustment and the verdict come with the family,
+    :func:`adjust`)."""
+    best = max(scripted, key=lambda p: np.mean([r["return"] for r in rows if r["policy"] == p]))
+    out: dict = {"best_scripted": best}
     for metric in METRICS:
-        diff = per_seed(AGENT, metric) - per_seed(best, metric)
-        mean, half, _ = mean_ci(diff)
-        reference = abs(per_seed(best, metric).mean())
-        out[metric] = {"agent": float(per_seed(AGENT, metric).mean()), "best": float(per_seed(best, metric).mean()),
-                       "diff": mean, "ci": half, "diff_pct": 100.0 * mean / reference if reference else math.nan,
-                       "ci_pct": 100.0 * half / reference if reference else math.nan,
-                       "p": t_test_p_value(diff)}
+        agent, other = paired_values(rows, AGENT, best, metric)
+        diff = mean_ci(agent - other)
+        reference = abs(float(other.mean()))
+        out[metric] = {"agent": float(agent.mean()), "best": float(other.mean()), "diff": diff.mean, "ci": diff.ci95,
+                       "diff_pct": 100.0 * diff.mean / reference if reference else math.nan,
+                       "ci_pct": 100.0 * diff.ci95 / reference if reference else math.nan,
+                       "n": diff.n, "p": t_test_p_value(agent - other)}
     return out
 
 
-def verdict(entry: dict) -> str:
-    """``better`` / ``worse`` when the Holm-adjusted p is at most 0.05, else ``tie``."""
-    if entry["p_holm"] > 0.05:
-        return "tie"
-    return "better" if entry["diff"] > 0 else "worse"
+def adjust(comparisons: dict) -> None:
+    """Holm's adjustment of the return comparisons over the regimes, and each one's verdict (``summary.verdict``)."""
+    entries = [c["return"] for c in comparisons.values()]
+    for entry, p_holm in zip(entries, holm([e["p"] for e in entries])):
+        entry["p_holm"] = p_holm
+        entry["verdict"] = verdict(entry["diff"], p_holm, entry["n"])
 
 
 def markdown(comparisons: dict) -> str:
@@ -69,11 +70,12 @@ def markdown(comparisons: dict) -> str:
     for (wan, fleet, load, sched), c in comparisons.items():
         r, t, k = c["return"], c["avg_time_in_system_h"], c["total_cost_usd"]
         lines.append(f"| ×{wan:g} | ×{fleet:g} | {load:g} | {sched} | {c['best_scripted']} | "
-                     f"{r['diff']:+.1f} ± {r['ci']:.1f} | {r['p_holm']:.2g} | {verdict(r)} | "
+                     f"{r['diff']:+.1f} ± {r['ci']:.1f} | {r['p_holm']:.2g} | {r['verdict']} | "
                      f"{t['diff_pct']:+.1f} ± {t['ci_pct']:.1f}% | {k['diff_pct']:+.1f} ± {k['ci_pct']:.1f}% |")
-    counts = {v: sum(verdict(c["return"]) == v for c in comparisons.values()) for v in ("better", "tie", "worse")}
+    counts = {v: sum(c["return"]["verdict"] == v for c in comparisons.values())
+              for v in ("better", "not significant", "worse")}
     lines += ["", f"In return, the agent is better than the regime's best scripted policy in {counts['better']} "
-              f"regimes, ties it in {counts['tie']} and is worse in {counts['worse']} (of {len(comparisons)}; Holm's "
+              f"regimes, ties it in {counts['not significant']} and is worse in {counts['worse']} (of {len(comparisons)}; Holm's "
               "adjustment over the regimes, family-wise error 5%). Time in system and cost: the agent's mean minus "
               "the best policy's, in % of the best policy's mean, with the 95% CI of the paired difference."]
     return "\n".join(lines) + "\n"
@@ -88,7 +90,7 @@ def heat_map(comparisons: dict, path: Path) -> None:
     for (wan, fleet, load, sched), c in comparisons.items():
         i, j = rows.index((fleet, load, sched)), wans.index(wan)
         grid[i, j] = c["return"]["diff"]
-        marks[i, j] = {"better": "+", "worse": "−", "tie": ""}[verdict(c["return"])]
+        marks[i, j] = {"better": "+", "worse": "−"}.get(c["return"]["verdict"], "")
     bound = float(np.nanmax(np.abs(grid))) or 1.0
     fig = Figure(figsize=(1.6 * len(wans) + 3.5, 0.45 * len(rows) + 1.8), dpi=110)
     ax = fig.add_subplot()
@@ -124,9 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     scripted = policy_names(include_aliases=False)
     facts, per_regime, elapsed = play_regimes(args, [*scripted, f"{AGENT}={Path(args.agent).resolve()}"], seeds)
     comparisons = {key: regime_comparison(rows, scripted) for key, rows in per_regime.items()}
-    adjusted = holm([c["return"]["p"] for c in comparisons.values()])
-    for c, p in zip(comparisons.values(), adjusted):
-        c["return"]["p_holm"] = p
+    adjust(comparisons)
     table = markdown(comparisons)
     (args.out / "agent_regimes.md").write_text(table)
     (args.out / "agent_regimes.json").write_text(json.dumps(

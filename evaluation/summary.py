@@ -94,12 +94,14 @@ def paired_differences(
         diff = mean_ci(x - y, confidence)
         improvement = probability_of_improvement([(x, y)], confidence) if x.size else Interval(math.nan, math.nan, math.nan, 0)
         out[env].setdefault(subject, {})[other] = Comparison(
-            diff.mean, diff.ci95, diff.n, p, p_holm, _verdict(diff.mean, p_holm, diff.n, 1.0 - confidence), *improvement[:3]
+            diff.mean, diff.ci95, diff.n, p, p_holm, verdict(diff.mean, p_holm, diff.n, 1.0 - confidence), *improvement[:3]
         )
     return out
 
 
-def _verdict(mean: float, p_holm: float, n: int, alpha: float) -> str:
+def verdict(mean: float, p_holm: float, n: int, alpha: float = 1.0 - CONFIDENCE) -> str:
+    """``better`` or ``worse`` (the sign of a paired ``mean`` difference in a metric where higher is better) when its
+    Holm-adjusted p-value is at most ``alpha``, else ``not significant``; ``n/a`` below two seeds."""
     if n < 2:
         return "n/a"
     if p_holm <= alpha:
