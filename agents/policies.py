@@ -34,7 +34,7 @@ from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
 
-from geopipe_env.observation import CANDIDATE_FEATURES, QUEUE_FEATURES
+from geopipe_env.decision.observation import CANDIDATE_FEATURES, QUEUE_FEATURES
 
 CONTEXT_KEYS = ("regions", "links", "global")  # plus the pooled queue
 ROW_WIDTH = len(CANDIDATE_FEATURES) + len(QUEUE_FEATURES)

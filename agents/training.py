@@ -43,7 +43,7 @@ from geopipe_agents.callbacks import BEST_MODEL_NAME, checkpoint_timesteps, chec
 from geopipe_agents.policies import CUSTOM_POLICIES
 from geopipe_baselines.policy import DEFAULT_SEED_START
 from geopipe_env.env import GeoPipeEnv
-from geopipe_env.loader import StrictYamlLoader
+from geopipe_env.scenario.loader import StrictYamlLoader
 
 ALGOS: dict[str, type[BaseAlgorithm]] = {"maskable_ppo": MaskablePPO, "ppo": PPO}
 DEFAULT_ALGO = "maskable_ppo"

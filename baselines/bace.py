@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from geopipe_baselines.policy import ScriptedPolicy
-from geopipe_env.strategies import STRATEGY_NAMES
+from geopipe_env.decision.strategies import STRATEGY_NAMES
 
 
 def _with_strategy(strategy: str) -> dict[str, Any]:

@@ -50,10 +50,10 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from geopipe_env.compiled import jit
+from geopipe_env.base.compiled import jit
 from geopipe_env.env import GeoPipeEnv
 from geopipe_baselines.rollout import EnvCopier, distinct_launches
-from geopipe_env.units import SECONDS_PER_HOUR, WATTS_PER_KW
+from geopipe_env.base.units import SECONDS_PER_HOUR, WATTS_PER_KW
 
 MAX_JOBS = 8  # the largest workload the solver takes (GeoPipe-Small-v0 draws 4 to 8 jobs)
 MAX_REGIONS = 4
@@ -131,7 +131,7 @@ def copy_env(env: GeoPipeEnv) -> GeoPipeEnv:
 
 def job_shapes(jobs: Iterable[Any]) -> tuple[int, ...]:
     """Each job's shape as a small number: jobs with equal ``profile_key`` (every field their timing, power, memory
-    and candidate placements read: ``geopipe_env.core_types.JOB_PROFILE_FIELDS``) and equal iterations get the same
+    and candidate placements read: ``geopipe_env.simulation.core_types.JOB_PROFILE_FIELDS``) and equal iterations get the same
     one. Jobs of one shape are interchangeable: the dynamics see nothing else of a job besides its arrival."""
     ids: dict[tuple, int] = {}
     return tuple(ids.setdefault((job.profile_key, job.iterations), len(ids)) for job in jobs)

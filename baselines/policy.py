@@ -12,7 +12,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from geopipe_env.env import GeoPipeEnv
-from geopipe_env.strategies import STRATEGY_NAMES
+from geopipe_env.decision.strategies import STRATEGY_NAMES
 
 # Evaluation seeds are this and above; training draws its episodes' seeds below, so held-out results stay held out.
 DEFAULT_SEED_START = 1000

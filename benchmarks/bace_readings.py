@@ -29,8 +29,8 @@ from geopipe_baselines import make_policy
 from geopipe_baselines.bace import BacePipePolicy
 from geopipe_evaluation.stats import mean_ci
 from geopipe_baselines.policy import play_episode
-from geopipe_env.placement import BaceReading, bace_pipe
-from geopipe_env.strategies import register_strategy, strategy_names
+from geopipe_env.decision.placement import BaceReading, bace_pipe
+from geopipe_env.decision.strategies import register_strategy, strategy_names
 
 READINGS: dict[str, BaceReading] = {
     "no single-region first": BaceReading(single_region_first=False),

@@ -5,7 +5,7 @@ Each run below is a published pre-training measurement with its tensor (TP), pip
 states them (or, marked ``assumed``, as the source implies). For each, GeoPipe builds a one-region world holding
 exactly the run's GPUs, with the run's intra-node network, launches the one job and reads its iteration time from
 the simulator (``ClusterSim.estimate``: the code path every episode takes). No ``mfu`` is set, so compute is
-calibrated: each GPU type's kernel efficiency (``geopipe_env.catalog``), attention FLOPs counted, the bubble and
+calibrated: each GPU type's kernel efficiency (``geopipe_env.base.catalog``), attention FLOPs counted, the bubble and
 the messages timed by the schedule and the all-reduce added (not overlapped).
 
 Runs have a role:
@@ -34,11 +34,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from geopipe_env.catalog import GPU_CATALOG
-from geopipe_env.generator import sample_world
-from geopipe_env.loader import ScenarioError, load_scenario
-from geopipe_env.simulator import ClusterSim
-from geopipe_env.core_types import Placement
+from geopipe_env.base.catalog import GPU_CATALOG
+from geopipe_env.simulation.generator import sample_world
+from geopipe_env.scenario.loader import ScenarioError, load_scenario
+from geopipe_env.simulation.simulator import ClusterSim
+from geopipe_env.simulation.core_types import Placement
 
 INTRA_H100_GBPS = 400.0  # DGX H100: eight ConnectX-7 NDR InfiniBand ports of 400 Gbit/s, one per GPU (NVIDIA datasheet)
 INTRA_A100_GBPS = 200.0  # DGX A100: eight ConnectX-6 HDR ports of 200 Gbit/s, one per GPU (NVIDIA datasheet)

@@ -4,7 +4,7 @@ Usage: ``python benchmarks/env_throughput.py [--env GeoPipe-v0] [--decisions 300
 and the median. Each run steps until it has taken ``--decisions`` actions, resetting (with the next seed) whenever
 an episode ends, and counts the resets' time too. The figure is end to end: the policy's time is in it. Each run
 also prints the env's own rate (the time inside ``reset`` and ``step`` alone), so that a reader can tell the env
-from the policy, and at the end each process cache's hits and misses (``geopipe_env.caches``): the timing memo's
+from the policy, and at the end each process cache's hits and misses (``geopipe_env.base.caches``): the timing memo's
 misses are the schedule executor's runs and the closed forms' evaluations.
 
 The policy draws uniformly among the valid actions: an index into ``np.flatnonzero(mask)`` from
@@ -24,7 +24,7 @@ import numpy as np
 
 import geopipe_env  # noqa: F401
 from geopipe_evaluation.cli import int_at_least
-from geopipe_env import caches
+from geopipe_env.base import caches
 
 
 def masked_random_action(rng: np.random.Generator, mask: np.ndarray) -> int:

@@ -27,7 +27,7 @@ from benchmarks import results_file  # noqa: E402
 
 from geopipe_evaluation.stats import mean_ci
 from geopipe_env import ENV_IDS
-from geopipe_env.loader import load_builtin, load_scenario
+from geopipe_env.scenario.loader import load_builtin, load_scenario
 
 REFERENCE = "bace-pipe"
 

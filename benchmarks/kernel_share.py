@@ -24,7 +24,7 @@ import gymnasium as gym
 import numpy as np
 from numba.core.registry import CPUDispatcher
 
-from geopipe_env.compiled import COMPILED_SOURCES
+from geopipe_env.base.compiled import COMPILED_SOURCES
 from geopipe_evaluation.cli import int_at_least
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout, for the benchmarks package

@@ -72,14 +72,14 @@ def import_graph(root: Path = ROOT) -> nx.DiGraph:
 
 def rows(graph: nx.DiGraph) -> dict[str, float]:
     """Each module's row: its layer in the core, then the other packages above it (:data:`ABOVE_CORE`)."""
-    from geopipe_env import LAYERS
+    from geopipe_env import LAYERS, layer_of
 
     top = max(LAYERS.values())
     out = {}
     for name in graph:
         package, _, rest = name.partition(".")
         if package == "geopipe_env":
-            out[name] = LAYERS.get(rest, 0)
+            out[name] = layer_of(name) if rest else 0
         else:
             out[name] = top + ABOVE_CORE[package]
     return out

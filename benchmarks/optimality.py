@@ -55,7 +55,7 @@ from geopipe_baselines.policy import DEFAULT_SEED_START  # noqa: E402
 from geopipe_evaluation.report import check_output_folder, json_safe, provenance  # noqa: E402
 from geopipe_evaluation.specs import EnvSpec, EvaluationInputError, check_inputs, parse_env  # noqa: E402
 from geopipe_evaluation.stats import iqm_interval  # noqa: E402
-from geopipe_env.loader import SCENARIO_DIR, builtin_names, load_builtin  # noqa: E402
+from geopipe_env.scenario.loader import SCENARIO_DIR, builtin_names, load_builtin  # noqa: E402
 
 DEFAULT_ENV = "GeoPipe-Small-v0"
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "optimality.json"

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from geopipe_env.catalog import GPU_CATALOG, MODEL_CATALOG
+from geopipe_env.base.catalog import GPU_CATALOG, MODEL_CATALOG
 from geopipe_env.physics import pipeline
-from geopipe_env.units import rate_gbps, transfer_time_s
+from geopipe_env.base.units import rate_gbps, transfer_time_s
 
 MODEL, STAGES, TENSOR, MICROBATCHES, SEQ_LEN, MFU = "llama-3.1-405b", 16, 8, 32, 8192, 0.4
 INTRA_GBPS, INTRA_LATENCY_S, WAN_LATENCY_S = 400.0, 0.05e-3, 0.040

@@ -52,13 +52,13 @@ import yaml
 
 from geopipe_evaluation.episodes import run_episodes
 from geopipe_evaluation.specs import EnvSpec
-from geopipe_env.generator import sample_world
-from geopipe_env.core_types import Job, World
-from geopipe_env.loader import SCENARIO_DIR, load_scenario
+from geopipe_env.simulation.generator import sample_world
+from geopipe_env.simulation.core_types import Job, World
+from geopipe_env.scenario.loader import SCENARIO_DIR, load_scenario
 from geopipe_env.physics import pipeline
-from geopipe_env.simulator import ClusterSim
-from geopipe_env.core_types import Placement
-from geopipe_env.units import rate_gbps
+from geopipe_env.simulation.simulator import ClusterSim
+from geopipe_env.simulation.core_types import Placement
+from geopipe_env.base.units import rate_gbps
 
 WAN_SCALES = (0.125, 0.3, 1.0, 3.0)
 FLEET_SCALES = (1.0, 2.0)

@@ -30,10 +30,10 @@ from matplotlib.image import imsave
 import geopipe_env  # noqa: F401  (registers the env ids)
 from geopipe_baselines import make_policy
 from geopipe_evaluation.plots import schedule_gantt
-from geopipe_env.catalog import GPU_CATALOG, MODEL_CATALOG
+from geopipe_env.base.catalog import GPU_CATALOG, MODEL_CATALOG
 from geopipe_env.physics import pipeline
 from geopipe_env.physics import schedule as sch
-from geopipe_env.units import transfer_time_s
+from geopipe_env.base.units import transfer_time_s
 
 # (file, env id, seed, decisions of the policy before the picture)
 RENDERS = (

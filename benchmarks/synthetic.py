@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from geopipe_env import bundled
-from geopipe_env.loader import load_scenario
-from geopipe_env.scenario import Scenario
+from geopipe_env.scenario import bundled
+from geopipe_env.scenario.loader import load_scenario
+from geopipe_env.scenario.types import Scenario
 
 SMALL_MODELS = ("qwen2.5-14b", "gemma-3-27b", "qwen2.5-32b")  # fit a few dozen GPUs of any catalog type
 GPU_TYPES = ("A6000", "A100", "H100")

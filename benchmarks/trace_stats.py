@@ -1,7 +1,7 @@
 """The bundled Philly extract beside the published per-cluster summaries of Philly, Helios and the Acme LLM clusters.
 
 Usage: ``python benchmarks/trace_stats.py``. One row per statistic, one column per trace: the bundled extract
-(``geopipe_env.bundled.job_trace("philly")``, as GeoPipe-Trace-v0 replays it), AcmeTrace's summary row of the full
+(``geopipe_env.scenario.bundled.job_trace("philly")``, as GeoPipe-Trace-v0 replays it), AcmeTrace's summary row of the full
 Philly trace, Helios's four SenseTime clusters together (2020) and the two Shanghai AI Lab LLM clusters of AcmeTrace,
 Seren and Kalos (2023). The summaries give job counts, GPUs per job and run times of GPU jobs; only the extract has
 submission times, so its arrival statistics stand alone.
@@ -9,7 +9,7 @@ submission times, so its arrival statistics stand alone.
 
 from __future__ import annotations
 
-from geopipe_env import bundled
+from geopipe_env.scenario import bundled
 
 ROWS = (
     ("gpu_job_num", "GPU jobs", "{:,.0f}"),

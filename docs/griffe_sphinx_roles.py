@@ -5,7 +5,7 @@ objects with Sphinx roles, which Markdown would print as text. When a package is
 rewritten before it is parsed::
 
     :class:`Scenario`                          ->  `Scenario`
-    :func:`~geopipe_env.loader.load_scenario`  ->  `load_scenario`  (a tilde keeps the last name)
+    :func:`~geopipe_env.scenario.loader.load_scenario`  ->  `load_scenario`  (a tilde keeps the last name)
     :meth:`title <target>`                     ->  `title`
 
 The roles rewritten are those of Sphinx's Python domain (``class``, ``func``, ``meth``, ``data``, ``attr``,

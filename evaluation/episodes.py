@@ -22,7 +22,7 @@ from geopipe_evaluation.specs import EnvSpec, build_policy, is_scripted, source_
 from geopipe_evaluation.summary import RETURN_KEY
 from geopipe_evaluation.threads import limit_worker_threads
 from geopipe_env.env import GeoPipeEnv
-from geopipe_env.units import SECONDS_PER_HOUR
+from geopipe_env.base.units import SECONDS_PER_HOUR
 
 # Episodes already run one per process; a saved agent's small MLP gains nothing from more torch threads and loses
 # to contention between the processes.

@@ -36,7 +36,7 @@ import geopipe_env  # noqa: F401  (registers the env ids)
 from geopipe_baselines import make_policy, policy_names
 from geopipe_baselines.policy import DEFAULT_SEED_START, Policy
 from geopipe_env.env import EnvArgumentError, GeoPipeEnv
-from geopipe_env.loader import check_number, load_scenario
+from geopipe_env.scenario.loader import check_number, load_scenario
 
 DEFAULT_ENV_ID = "GeoPipe-v0"
 SCENARIO_SUFFIXES = (".yaml", ".yml")

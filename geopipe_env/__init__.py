@@ -26,19 +26,20 @@ ENV_IDS = {
 for _env_id, _scenario in ENV_IDS.items():
     register(id=_env_id, entry_point="geopipe_env.env:GeoPipeEnv", kwargs={"scenario": _scenario})
 
-# Each module's layer: 1 units, catalogs, table declarations, how code is compiled and the process caches; 2 scenario types and bundled
-# data; 3 physics (pipeline timing, schedules, bandwidth sharing, energy), job sizing and the core types; 4 the scenario format and its loading,
-# per-episode worlds, the event heap, the simulator and its compiled kernels, the layout table; 5 placement
-# strategies and their compiled twins; 6 the observation, the decision backends, rendering and the env. (The numpy
-# specification of the compiled code lives with the tests, in tests/reference.py, and does not ship.)
-LAYERS = {
-    "units": 1, "catalog": 1, "tables": 1, "compiled": 1, "caches": 1,
-    "scenario": 2, "bundled": 2,
-    "physics": 3, "physics.pipeline": 3, "physics.schedule": 3, "physics.network": 3, "physics.energy": 3, "physics.failures": 3, "sizing": 3, "core_types": 3,
-    "scenario_format": 4, "loader": 4, "schema": 4, "generator": 4, "engine": 4, "simulator": 4, "sim_kernels": 4,
-    "layout_table": 4,
-    "placement": 5, "candidate_kernels": 5, "strategies": 5,
-    "observation": 6, "decision": 6, "render": 6, "env": 6,
-}
+# The layers, bottom to top. Each is a sub-package (the env and its rendering sit at the top level), and a module
+# imports only from its own layer and those below: 1 ``base``: units, catalogs, table declarations, how code is
+# compiled, the process caches; 2 ``physics``: pipeline timing and memory, the schedules and their executor,
+# bandwidth sharing, energy, failures, job sizing; 3 ``scenario``: the scenario types, the format's declarations,
+# loading, the JSON Schema, the bundled data; 4 ``simulation``: the core types, per-episode worlds, the event heap,
+# the simulator and its compiled kernels, the layout table; 5 ``decision``: placement strategies and their compiled
+# twins, the observation, the decision backends; 6 the env and rendering. (The numpy specification of the compiled
+# code lives with the tests, in tests/reference.py, and does not ship.)
+LAYERS = {"base": 1, "physics": 2, "scenario": 3, "simulation": 4, "decision": 5, "env": 6, "render": 6}
 
-__all__ = ["ENV_IDS", "LAYERS", "__version__"]
+
+def layer_of(module: str) -> int:
+    """The layer of a module of the package, by its dotted name (``geopipe_env.scenario.loader`` is in layer 3)."""
+    return LAYERS[module.removeprefix("geopipe_env.").split(".")[0]]
+
+
+__all__ = ["ENV_IDS", "LAYERS", "__version__", "layer_of"]

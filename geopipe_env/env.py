@@ -71,12 +71,13 @@ from typing import Any, TextIO
 import gymnasium as gym
 import numpy as np
 
-from geopipe_env import caches, layout_table
-from geopipe_env.caches import BoundedDict
-from geopipe_env.decision import DecisionBackend, make_backend
-from geopipe_env.core_types import CandidateInfo, JobStatus, World
-from geopipe_env.generator import new_profile_cache, sample_world
-from geopipe_env.loader import (
+from geopipe_env.base import caches
+from geopipe_env.simulation import layout_table
+from geopipe_env.base.caches import BoundedDict
+from geopipe_env.decision.backends import DecisionBackend, make_backend
+from geopipe_env.simulation.core_types import CandidateInfo, JobStatus, World
+from geopipe_env.simulation.generator import new_profile_cache, sample_world
+from geopipe_env.scenario.loader import (
     KeyedValueError,
     builtin_names,
     did_you_mean,
@@ -86,11 +87,11 @@ from geopipe_env.loader import (
     load_builtin,
     load_scenario,
 )
-from geopipe_env.observation import ObservationEncoder, observation_space
-from geopipe_env.scenario import Scenario
-from geopipe_env.strategies import STRATEGY_NAMES, is_built_in, strategy_names
-from geopipe_env.simulator import ClusterSim, shared_layout_cache
-from geopipe_env.units import BYTES_PER_TB, SECONDS_PER_HOUR, WATTS_PER_KW
+from geopipe_env.decision.observation import ObservationEncoder, observation_space
+from geopipe_env.scenario.types import Scenario
+from geopipe_env.decision.strategies import STRATEGY_NAMES, is_built_in, strategy_names
+from geopipe_env.simulation.simulator import ClusterSim, shared_layout_cache
+from geopipe_env.base.units import BYTES_PER_TB, SECONDS_PER_HOUR, WATTS_PER_KW
 
 DEFAULT_QUEUE_SLOTS = 8
 DEFAULT_MAX_REGIONS = 16
@@ -101,7 +102,7 @@ _DONE = int(JobStatus.DONE)
 
 class EnvArgumentError(KeyedValueError):
     """A ``GeoPipeEnv`` (``gym.make``) argument that is out of range or of the wrong type; one line, in the form of
-    :class:`~geopipe_env.loader.ScenarioError`: ``<argument>: <problem>; expected <what>``."""
+    :class:`~geopipe_env.scenario.loader.ScenarioError`: ``<argument>: <problem>; expected <what>``."""
 
 
 COMPILE_NOTICE_AFTER_S = 5.0  # loading from numba's disk cache takes about 1.5 s; compiling, about 40 s

@@ -21,10 +21,10 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Circle, Rectangle, Wedge
 from matplotlib.ticker import MaxNLocator
 
-from geopipe_env.core_types import CandidateInfo, JobStatus, World
-from geopipe_env.scenario import Scenario
-from geopipe_env.simulator import ClusterSim
-from geopipe_env.units import SECONDS_PER_HOUR
+from geopipe_env.simulation.core_types import CandidateInfo, JobStatus, World
+from geopipe_env.scenario.types import Scenario
+from geopipe_env.simulation.simulator import ClusterSim
+from geopipe_env.base.units import SECONDS_PER_HOUR
 
 
 class RenderedEnv(Protocol):

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 
-# The suite counts executor runs, which a machine's timing store (geopipe_env.caches.DiskStore, turned on by
+# The suite counts executor runs, which a machine's timing store (geopipe_env.base.caches.DiskStore, turned on by
 # GEOPIPE_TIMING_STORE) would answer from earlier runs: it is off here whatever the shell says, and
 # tests/test_timing_memo.py turns it on in a folder of its own.
 os.environ["GEOPIPE_TIMING_STORE"] = "off"

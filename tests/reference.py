@@ -1,6 +1,6 @@
 """The specification of the compiled code, the same formulas written plainly with numpy arrays.
 
-The decision path runs compiled code (:data:`geopipe_env.compiled.jit`) that is written for speed: loops over flat
+The decision path runs compiled code (:data:`geopipe_env.base.compiled.jit`) that is written for speed: loops over flat
 arrays, tables of precomputed indices, lines folded ahead of time. This module writes what that code computes the
 plain way, with numpy's whole-array operations, as the specification it is held to. It lives with the tests and
 does not ship with the package: the
@@ -26,9 +26,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from geopipe_env.core_types import Job
-from geopipe_env.layout_table import LayoutTable, find_layout, index_layout
-from geopipe_env.observation import FORECAST_H, PRICE_SCALE_FLOOR
+from geopipe_env.simulation.core_types import Job
+from geopipe_env.simulation.layout_table import LayoutTable, find_layout, index_layout
+from geopipe_env.decision.observation import FORECAST_H, PRICE_SCALE_FLOOR
 from geopipe_env.physics import pipeline
 from geopipe_env.physics.network import FILL_TOLERANCE
 from geopipe_env.physics.pipeline import (
@@ -36,10 +36,10 @@ from geopipe_env.physics.pipeline import (
     _PathTables, path_tables,
 )
 from geopipe_env.physics.schedule import spec
-from geopipe_env.simulator import ClusterSim
-from geopipe_env.core_types import Placement
-from geopipe_env.tables import LAYOUT_FLOATS
-from geopipe_env.units import BITS_PER_BYTE, BITS_PER_GBIT, SECONDS_PER_HOUR
+from geopipe_env.simulation.simulator import ClusterSim
+from geopipe_env.simulation.core_types import Placement
+from geopipe_env.base.tables import LAYOUT_FLOATS
+from geopipe_env.base.units import BITS_PER_BYTE, BITS_PER_GBIT, SECONDS_PER_HOUR
 
 
 # ---------------------------------------------------------------------------------------- pipeline timing

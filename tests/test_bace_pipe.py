@@ -5,7 +5,7 @@ import pytest
 from geopipe_baselines import make_policy
 from geopipe_baselines.bace import congestion, priorities
 from geopipe_env.env import GeoPipeEnv
-from geopipe_env.loader import load_scenario
+from geopipe_env.scenario.loader import load_scenario
 
 
 def _scenario(tmp_path, slow_ab_gbps=0.001, second_model="toy", c_gpus=1):
@@ -146,7 +146,7 @@ def test_cost_rank_is_the_mean_price_over_the_expected_run():
     """The rank is ∫price over [now, now + isolated duration] ÷ that duration × W/TFLOPS, not the price now."""
     env = GeoPipeEnv(load_scenario(_two_region_world("H100", "DE-LU")))
     env.reset(seed=0)
-    from geopipe_env.placement import PlacementContext
+    from geopipe_env.decision.placement import PlacementContext
 
     ctx = PlacementContext(env.sim)
     job = env.world.jobs[0]
@@ -162,7 +162,7 @@ def test_literal_reading_grows_a_path_that_one_region_would_hold(tmp_path):
     pathfinder grows to c, although c alone (2 GPUs) holds the job."""
     import functools
 
-    from geopipe_env import placement
+    from geopipe_env.decision import placement
 
     env = GeoPipeEnv(_scenario(tmp_path, c_gpus=2))
     env.reset(seed=0)
@@ -176,8 +176,8 @@ def test_literal_reading_grows_a_path_that_one_region_would_hold(tmp_path):
 def test_registered_strategy_becomes_a_candidate_slot(tmp_path, monkeypatch):
     """``register_strategy`` adds a strategy the env accepts as a candidate slot, run in Python beside the compiled
     table of the built-in ones (both backends give it alike); a taken name is refused."""
-    from geopipe_env import placement, strategies
-    from geopipe_env.decision import CompiledBackend
+    from geopipe_env.decision import placement, strategies
+    from geopipe_env.decision.backends import CompiledBackend
 
     monkeypatch.setattr(strategies, "_REGISTRY", dict(strategies._REGISTRY))
     strategies.register_strategy("all-in-c", lambda ctx, job: placement._placement((2,), (job.num_stages,)))

@@ -101,7 +101,7 @@ def test_a_scripted_policy_reads_the_envs_strategy_order():
     """A scripted policy launches on the strategy it names in the env's own column, in an env whose strategies come
     in another order than the default; a strategy the env does not offer is one error naming it."""
     from geopipe_baselines.policy import FcfsPolicy
-    from geopipe_env.strategies import STRATEGY_NAMES
+    from geopipe_env.decision.strategies import STRATEGY_NAMES
 
     order = tuple(reversed(STRATEGY_NAMES))
     env = gym.make("GeoPipe-v0", strategies=list(order)).unwrapped

@@ -10,15 +10,16 @@ import numpy as np
 import pytest
 
 import geopipe_env  # noqa: F401
-from geopipe_env import caches, core_types, generator
-from geopipe_env.core_types import (
+from geopipe_env.base import caches
+from geopipe_env.simulation import core_types, generator
+from geopipe_env.simulation.core_types import (
     JOB_OTHER_FIELDS, JOB_PROFILE_FIELDS, WORLD_POWER_FIELDS, WORLD_TIMING_FIELDS, Job, World, layout_key, timing_key,
 )
-from geopipe_env.generator import sample_world
-from geopipe_env.layout_table import LayoutTable
-from geopipe_env.loader import load_builtin
-from geopipe_env.simulator import ClusterSim
-from geopipe_env.core_types import Placement
+from geopipe_env.simulation.generator import sample_world
+from geopipe_env.simulation.layout_table import LayoutTable
+from geopipe_env.scenario.loader import load_builtin
+from geopipe_env.simulation.simulator import ClusterSim
+from geopipe_env.simulation.core_types import Placement
 
 
 def _perturbed(value):

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from geopipe_env.catalog import GPU_CATALOG
+from geopipe_env.base.catalog import GPU_CATALOG
 
 from benchmarks import calibration
 

@@ -1,4 +1,4 @@
-"""The compiled candidate table (``geopipe_env.candidate_kernels``, in ``decision.CompiledBackend``) equals the Python
+"""The compiled candidate table (``geopipe_env.decision.candidate_kernels``, in ``decision.CompiledBackend``) equals the Python
 one (``strategies.candidate_row``) at every decision: the same placements behind the same actions, and the same
 figures to 1e-12."""
 
@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 import geopipe_env  # noqa: F401
-from geopipe_env.decision import CompiledBackend, PythonBackend
+from geopipe_env.decision.backends import CompiledBackend, PythonBackend
 from geopipe_env.env import GeoPipeEnv
-from geopipe_env.placement import PlacementContext
-from geopipe_env.loader import load_scenario
-from geopipe_env.strategies import candidate_row
+from geopipe_env.decision.placement import PlacementContext
+from geopipe_env.scenario.loader import load_scenario
+from geopipe_env.decision.strategies import candidate_row
 from benchmarks.synthetic import random_scenario_dict
 
 REL = 1e-12

@@ -14,8 +14,8 @@ import pytest
 from numba.core.registry import CPUDispatcher
 
 import geopipe_env  # noqa: F401
-from geopipe_env import compiled
-from geopipe_env.compiled import COMPILED_SOURCES, PACKAGE_DIR, cache_dir, sources_hash
+from geopipe_env.base import compiled
+from geopipe_env.base.compiled import COMPILED_SOURCES, PACKAGE_DIR, cache_dir, sources_hash
 
 
 def _modules() -> dict[str, ast.Module]:

@@ -51,5 +51,5 @@ def test_sphinx_roles_become_code_spans():
     spec = importlib.util.spec_from_file_location("griffe_sphinx_roles", ROOT / "docs" / "griffe_sphinx_roles.py")
     roles = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(roles)
-    text = "a :class:`Scenario`, :func:`~geopipe_env.loader.load_scenario`, :py:meth:`reset <GeoPipeEnv.reset>` and ``x``"
+    text = "a :class:`Scenario`, :func:`~geopipe_env.scenario.loader.load_scenario`, :py:meth:`reset <GeoPipeEnv.reset>` and ``x``"
     assert roles.rewrite_roles(text) == "a `Scenario`, `load_scenario`, `reset` and ``x``"

@@ -12,9 +12,9 @@ from stable_baselines3.common.env_checker import check_env as sb3_check_env
 import geopipe_env
 from conftest import masked_random_rollout
 from geopipe_env.env import EnvArgumentError
-from geopipe_env.generator import sample_world
-from geopipe_env.loader import load_builtin
-from geopipe_env.core_types import JobStatus
+from geopipe_env.simulation.generator import sample_world
+from geopipe_env.scenario.loader import load_builtin
+from geopipe_env.simulation.core_types import JobStatus
 
 ENV_IDS = list(geopipe_env.ENV_IDS)
 
@@ -359,7 +359,7 @@ def test_slow_kernel_loading_is_announced_and_fast_loading_is_silent():
 def test_price_forecast_feature_is_the_mean_of_the_next_hours():
     """The regions table's forecast column holds, per hour, each region's mean price over the next FORECAST_H
     hours (fewer at the end of the series), normalised across regions like the price now."""
-    from geopipe_env.observation import FORECAST_H
+    from geopipe_env.decision.observation import FORECAST_H
     from reference import normalise_prices as _normalise_prices
 
     env = gym.make("GeoPipe-v0").unwrapped
@@ -376,7 +376,7 @@ def test_hourly_features_kernel_equals_numpy():
     the built-in worlds, and
     on random series of 1 to 70 regions, with negative and zero prices and series shorter than the forecast."""
     import reference
-    from geopipe_env.observation import hourly_features
+    from geopipe_env.decision.observation import hourly_features
     from geopipe_env.physics.energy import HourlyIntegral
 
     cases = []

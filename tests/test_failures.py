@@ -11,12 +11,12 @@ import pytest
 import yaml
 
 from geopipe_env.env import GeoPipeEnv
-from geopipe_env.generator import sample_world
-from geopipe_env.loader import SCENARIO_DIR, ScenarioError, StrictYamlLoader, load_builtin, load_scenario
+from geopipe_env.simulation.generator import sample_world
+from geopipe_env.scenario.loader import SCENARIO_DIR, ScenarioError, StrictYamlLoader, load_builtin, load_scenario
 from geopipe_env.physics import failures
-from geopipe_env.simulator import ClusterSim
-from geopipe_env.core_types import JobStatus, Placement
-from geopipe_env.units import SECONDS_PER_DAY
+from geopipe_env.simulation.simulator import ClusterSim
+from geopipe_env.simulation.core_types import JobStatus, Placement
+from geopipe_env.base.units import SECONDS_PER_DAY
 
 LLAMA3_RATE = 419 / (54 * 16_384)  # unexpected interruptions per GPU-day (Dubey et al., arXiv 2407.21783)
 META_CLUSTER_RATE = 3e-3  # Kokolis et al., HPCA 2025: every cause that kills a job, per GPU-day

@@ -21,11 +21,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from geopipe_env.generator import sample_world
-from geopipe_env.loader import ScenarioError, load_scenario
+from geopipe_env.simulation.generator import sample_world
+from geopipe_env.scenario.loader import ScenarioError, load_scenario
 from geopipe_env.physics import pipeline
-from geopipe_env.simulator import ClusterSim
-from geopipe_env.core_types import Placement
+from geopipe_env.simulation.simulator import ClusterSim
+from geopipe_env.simulation.core_types import Placement
 
 TOKENS = 4e6
 

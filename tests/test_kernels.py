@@ -14,15 +14,16 @@ import pytest
 import geopipe_env  # noqa: F401
 import reference
 
-from geopipe_env import sim_kernels, tables
-from geopipe_env.compiled import pairwise_sum
-from geopipe_env.generator import sample_world
-from geopipe_env.layout_table import EMPTY_SLOT, LayoutTable, find_layout, index_layout, layout_key
-from geopipe_env.loader import load_builtin
+from geopipe_env.simulation import sim_kernels
+from geopipe_env.base import tables
+from geopipe_env.base.compiled import pairwise_sum
+from geopipe_env.simulation.generator import sample_world
+from geopipe_env.simulation.layout_table import EMPTY_SLOT, LayoutTable, find_layout, index_layout, layout_key
+from geopipe_env.scenario.loader import load_builtin
 from geopipe_env.physics import energy, network, pipeline
 from geopipe_env.physics.energy import HourlyIntegral, energy_kwh
-from geopipe_env.simulator import ClusterSim
-from geopipe_env.core_types import Placement
+from geopipe_env.simulation.simulator import ClusterSim
+from geopipe_env.simulation.core_types import Placement
 
 REL = 1e-12
 

@@ -1,5 +1,5 @@
-"""The code's structure: every module of ``geopipe_env`` imports only from its own layer and below
-(``geopipe_env.LAYERS``); no two modules of the project import each other, not even inside a function; the core
+"""The code's structure: ``geopipe_env``'s sub-packages are its layers (``geopipe_env.LAYERS``), and every module
+imports only from its own layer and below; no two modules of the project import each other, not even inside a function; the core
 imports neither the training, Ray nor evaluation packages, and the packages above it depend one way: the scripted
 policies (``geopipe_baselines``) on the core, the evaluation harness (``geopipe_evaluation``) on both, and
 ``geopipe_agents`` on all three."""
@@ -10,7 +10,7 @@ import ast
 
 import networkx as nx
 
-from geopipe_env import LAYERS
+from geopipe_env import LAYERS, layer_of
 
 from benchmarks.layers_figure import import_graph, imports, modules
 
@@ -22,15 +22,23 @@ def test_no_module_imports_another_that_imports_it_back():
 
 
 def test_the_core_imports_only_downwards():
-    """Each geopipe_env module has a layer, and imports only from its layer and below."""
+    """Each geopipe_env module sits in a layer's sub-package (or is the env or rendering at the top), and imports
+    only from its layer and below."""
     graph = import_graph()
     core = {n for n in graph if n.startswith("geopipe_env.")}
-    assert {n.removeprefix("geopipe_env.") for n in core} == set(LAYERS)
-    upward = [
-        (src, dst) for src, dst in graph.edges
-        if src in core and dst in core and LAYERS[dst.removeprefix("geopipe_env.")] > LAYERS[src.removeprefix("geopipe_env.")]
-    ]
+    assert {n.removeprefix("geopipe_env.").split(".")[0] for n in core} == set(LAYERS)
+    upward = [(src, dst) for src, dst in graph.edges if src in core and dst in core and layer_of(dst) > layer_of(src)]
     assert not upward, upward
+
+
+def test_the_folders_are_the_layers():
+    """A layer below the top is one sub-package, and a sub-package holds one layer: the folder names a reader sees
+    are the layers."""
+    folders = {p.parent.name for name, p in modules().items() if name.startswith("geopipe_env.") and p.name != "__init__.py"}
+    assert folders - {"geopipe_env"} == {name for name, layer in LAYERS.items() if layer < max(LAYERS.values())}
+    top = {p.stem for name, p in modules().items()
+           if name.startswith("geopipe_env.") and name.count(".") == 1 and p.name != "__init__.py"}
+    assert top == {name for name, layer in LAYERS.items() if layer == max(LAYERS.values())}
 
 
 def test_packages_depend_one_way():
@@ -52,8 +60,9 @@ def test_packages_depend_one_way():
 
 
 def test_each_core_module_says_its_layer():
-    """A geopipe_env module's docstring opens with its layer, as LAYERS has it (a reader knows where they are)."""
+    """A geopipe_env module's docstring, and each layer's package docstring, opens with its layer, as LAYERS has it
+    (a reader knows where they are)."""
     for name, path in modules().items():
-        if name.startswith("geopipe_env.") and path.name != "__init__.py" or name == "geopipe_env.physics":
+        if name.startswith("geopipe_env."):
             doc = ast.get_docstring(ast.parse(path.read_text())) or ""
-            assert doc.startswith(f"Layer {LAYERS[name.removeprefix('geopipe_env.')]}:"), name
+            assert doc.startswith(f"Layer {layer_of(name)}:"), name

@@ -14,11 +14,11 @@ import pytest
 import yaml
 
 import geopipe_env  # noqa: F401  (registers the env ids)
-from geopipe_env import bundled
-from geopipe_env.catalog import GPU_CATALOG, MODEL_CATALOG
-from geopipe_env.loader import ScenarioError, builtin_names, load_builtin, load_scenario
+from geopipe_env.scenario import bundled
+from geopipe_env.base.catalog import GPU_CATALOG, MODEL_CATALOG
+from geopipe_env.scenario.loader import ScenarioError, builtin_names, load_builtin, load_scenario
 
-DATA_DIR = Path(bundled.__file__).parent / "data"
+DATA_DIR = bundled.DATA_DIR
 FILE = "<file>"  # stands for the scenario file's own path in an expected key path
 
 
@@ -591,7 +591,7 @@ def test_loaded_scenario_pickles():
 
 def test_extends_deep_merges_a_base_scenario(tmp_path):
     """``extends`` loads the base file and deep-merges this file's keys over it (mappings merge, lists replace)."""
-    from geopipe_env.loader import load_builtin
+    from geopipe_env.scenario.loader import load_builtin
 
     base = load_builtin("geopipe-abundant")
     (tmp_path / "child.yaml").write_text(
@@ -625,7 +625,7 @@ def test_yaml_merge_keys_may_be_overridden():
     """A key that overrides one merged in with ``<<: *anchor`` is legal; a key written twice is not."""
     import yaml
 
-    from geopipe_env.loader import StrictYamlLoader
+    from geopipe_env.scenario.loader import StrictYamlLoader
 
     data = yaml.load("base: &b {x: 1, y: 2}\nchild: {<<: *b, x: 3}\n", Loader=StrictYamlLoader)
     assert data["child"] == {"x": 3, "y": 2}
@@ -681,7 +681,7 @@ def test_bad_price_csv_is_a_scenario_error(tmp_path, rows, unit, header, message
 
 def test_network_graph_carries_the_links():
     """NetworkSpec.graph is a networkx digraph with each link's bandwidth and one-way latency on its edge."""
-    from geopipe_env.loader import load_builtin
+    from geopipe_env.scenario.loader import load_builtin
 
     scenario = load_builtin("toy")
     graph = scenario.network.graph(scenario.region_ids)

@@ -16,7 +16,7 @@ from geopipe_baselines import make_policy, policy_names
 from geopipe_baselines import optimal
 from geopipe_baselines.optimal import FutureBound, Search, WorldTooLarge, solve
 from geopipe_baselines.policy import play_episode
-from geopipe_env.loader import load_scenario
+from geopipe_env.scenario.loader import load_scenario
 
 SMALL = "GeoPipe-Small-v0"
 # Seeds of GeoPipe-Small-v0 with 4 or 5 jobs, each solved in about a second.

@@ -10,7 +10,7 @@ import geopipe_env  # noqa: F401
 from geopipe_agents import load_agent
 from geopipe_agents.policies import CandidateScoringPolicy
 from geopipe_baselines.policy import ScriptedPolicy, WaitCounter, play_episode
-from geopipe_env.observation import CANDIDATE_FEATURES, QUEUE_FEATURES
+from geopipe_env.decision.observation import CANDIDATE_FEATURES, QUEUE_FEATURES
 
 train = load_script("train")
 

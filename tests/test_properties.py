@@ -10,8 +10,8 @@ from stable_baselines3.common.vec_env import SubprocVecEnv
 
 import geopipe_env  # noqa: F401
 from geopipe_env.env import GeoPipeEnv
-from geopipe_env.core_types import JobStatus
-from geopipe_env.loader import ScenarioError, load_scenario
+from geopipe_env.simulation.core_types import JobStatus
+from geopipe_env.scenario.loader import ScenarioError, load_scenario
 from benchmarks.synthetic import random_scenario_dict
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from geopipe_env.generator import sample_world
-from geopipe_env.core_types import fields_key, layout_key
-from geopipe_env.loader import load_builtin, load_scenario
+from geopipe_env.simulation.generator import sample_world
+from geopipe_env.simulation.core_types import fields_key, layout_key
+from geopipe_env.scenario.loader import load_builtin, load_scenario
 from tests.test_loader import base
 
 

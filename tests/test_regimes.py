@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from benchmarks import regimes
-from geopipe_env.loader import load_scenario  # noqa: E402
+from geopipe_env.scenario.loader import load_scenario  # noqa: E402
 
 
 def test_one_regime_writes_a_consistent_table_and_heat_map(tmp_path, monkeypatch):

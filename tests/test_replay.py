@@ -9,12 +9,12 @@ import pytest
 import yaml
 from test_loader import base
 
-from geopipe_env import bundled
-from geopipe_env.generator import replay_kinds, sample_world
-from geopipe_env.loader import SCENARIO_DIR, ScenarioError, StrictYamlLoader, load_builtin, load_scenario
+from geopipe_env.scenario import bundled
+from geopipe_env.simulation.generator import replay_kinds, sample_world
+from geopipe_env.scenario.loader import SCENARIO_DIR, ScenarioError, StrictYamlLoader, load_builtin, load_scenario
 from geopipe_env.physics import pipeline
-from geopipe_env.simulator import ClusterSim
-from geopipe_env.core_types import Placement
+from geopipe_env.simulation.simulator import ClusterSim
+from geopipe_env.simulation.core_types import Placement
 
 TRACE_WORLD = "geopipe-v0-philly"
 

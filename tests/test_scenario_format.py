@@ -1,4 +1,4 @@
-"""The scenario format is declared once (geopipe_env.scenario_format): the loader, the JSON Schema and the key table
+"""The scenario format is declared once (geopipe_env.scenario.format): the loader, the JSON Schema and the key table
 of docs/scenarios.md each agree with every declaration."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from test_loader import base
 
-from geopipe_env.loader import ScenarioError, load_scenario
-from geopipe_env.scenario import JobShape
-from geopipe_env.scenario_format import REQUIRED, SECTIONS, SHAPE_KEYS, Key, key, key_table, keys, trace_columns
-from geopipe_env.schema import scenario_json_schema
+from geopipe_env.scenario.loader import ScenarioError, load_scenario
+from geopipe_env.scenario.types import JobShape
+from geopipe_env.scenario.format import REQUIRED, SECTIONS, SHAPE_KEYS, Key, key, key_table, keys, trace_columns
+from geopipe_env.scenario.schema import scenario_json_schema
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -208,7 +208,7 @@ def test_the_schema_states_each_declared_key_with_its_range_and_choices():
 
 
 def test_the_docs_key_table_is_the_declared_one():
-    """docs/scenarios.md holds the table key_table() writes (python -m geopipe_env.scenario_format prints it), and
+    """docs/scenarios.md holds the table key_table() writes (python -m geopipe_env.scenario.format prints it), and
     names every trace column."""
     page = (ROOT / "docs" / "scenarios.md").read_text()
     assert key_table() in page

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 import yaml
 
-from geopipe_env.decision import PythonBackend
+from geopipe_env.decision.backends import PythonBackend
 from geopipe_env.env import GeoPipeEnv
-from geopipe_env.generator import sample_world
-from geopipe_env.loader import SCENARIO_DIR, ScenarioError, load_scenario
-from geopipe_env.simulator import ClusterSim
-from geopipe_env.core_types import JobStatus, Placement
+from geopipe_env.simulation.generator import sample_world
+from geopipe_env.scenario.loader import SCENARIO_DIR, ScenarioError, load_scenario
+from geopipe_env.simulation.simulator import ClusterSim
+from geopipe_env.simulation.core_types import JobStatus, Placement
 
 
 def world_dict(**workload) -> dict:

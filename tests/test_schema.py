@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from geopipe_env.loader import SCENARIO_DIR, StrictYamlLoader, load_scenario
-from geopipe_env.schema import scenario_json_schema
+from geopipe_env.scenario.loader import SCENARIO_DIR, StrictYamlLoader, load_scenario
+from geopipe_env.scenario.schema import scenario_json_schema
 
 jsonschema = pytest.importorskip("jsonschema")
 SHIPPED = SCENARIO_DIR.parent / "scenario.schema.json"
@@ -24,7 +24,7 @@ def validator():
 
 
 def test_shipped_schema_is_the_generated_one():
-    """geopipe_env/data/scenario.schema.json equals ``python -m geopipe_env.schema`` (regenerate it after a change)."""
+    """geopipe_env/data/scenario.schema.json equals ``python -m geopipe_env.scenario.schema`` (regenerate it after a change)."""
     assert json.loads(SHIPPED.read_text()) == scenario_json_schema()
 
 

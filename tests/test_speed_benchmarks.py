@@ -60,7 +60,7 @@ def test_one_revision_runs_two_envs_named_after_it(capsys):
 
 
 def test_kernel_share_clocks_the_kernels_and_restores_them(capsys):
-    from geopipe_env import sim_kernels
+    from geopipe_env.simulation import sim_kernels
 
     before = {name: getattr(sim_kernels, name) for name in ("reallocate", "advance_to_event")}
     assert kernel_share.main(["--decisions", "200", "--warmup", "50"]) == 0

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 import geopipe_env  # noqa: F401
-from geopipe_env import caches, core_types, generator, layout_table, simulator
-from geopipe_env.generator import sample_world
-from geopipe_env.loader import load_builtin
+from geopipe_env.base import caches
+from geopipe_env.simulation import core_types, generator, layout_table, simulator
+from geopipe_env.simulation.generator import sample_world
+from geopipe_env.scenario.loader import load_builtin
 
 
 def _jobs_equal(a, b) -> bool:
@@ -103,7 +104,7 @@ def _episode(env, seed: int) -> list[tuple[float, float, float]]:
 def test_caches_across_episodes_change_nothing(monkeypatch, tiny_bounds):
     """Episodes run one after another in one env (layouts, iteration times, profiles and placements carried
     over, and with tiny bounds emptied again and again) equal the same episodes each in a fresh env."""
-    from geopipe_env import placement
+    from geopipe_env.decision import placement
 
     if tiny_bounds:
         monkeypatch.setattr(simulator, "LAYOUT_CACHE_SIZE", 5)
@@ -200,7 +201,7 @@ def test_weighted_indices_are_numpys_choice():
 
 def test_event_queue_push_all_pops_as_pushes():
     """Events queued at once pop in the order of the same events pushed one by one (ties by kind, then order)."""
-    from geopipe_env.engine import Event, EventKind, EventQueue
+    from geopipe_env.simulation.engine import Event, EventKind, EventQueue
 
     rng = np.random.default_rng(3)
     timed = [(float(t), Event(EventKind(int(k)), j)) for j, (t, k) in enumerate(zip(rng.integers(0, 5, 60), rng.integers(0, 2, 60)))]
@@ -215,7 +216,7 @@ def test_event_queue_push_all_pops_as_pushes():
 
 def test_arrival_events_are_shared_and_equal_new_ones():
     """Every episode's arrival events are the same immutable objects, equal to the events built one by one."""
-    from geopipe_env.engine import Event, EventKind, arrival_events
+    from geopipe_env.simulation.engine import Event, EventKind, arrival_events
 
     first = arrival_events(30)
     assert first == tuple(Event(EventKind.ARRIVAL, j) for j in range(30))
@@ -242,7 +243,7 @@ def test_envs_of_one_process_share_layouts_and_change_nothing(monkeypatch):
 def test_series_window_is_the_wrapped_index_of_the_year():
     """HourlySeries.window takes one slice when the window does not wrap, and equals the wrapped index either way,
     as a new array or written into ``out``; a constant series fills the window with its value."""
-    from geopipe_env.scenario import HourlySeries
+    from geopipe_env.scenario.types import HourlySeries
 
     values = np.random.default_rng(2).random(8760)
     series = HourlySeries("year", values)

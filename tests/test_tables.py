@@ -1,4 +1,4 @@
-"""Every table column and observation position is declared once (``geopipe_env.tables``), the two decision backends
+"""Every table column and observation position is declared once (``geopipe_env.base.tables``), the two decision backends
 agree on every declared field at every decision, and the docs' observation table is the declaration."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 import geopipe_env  # noqa: F401
-from geopipe_env import tables
-from geopipe_env.decision import CompiledBackend, PythonBackend
+from geopipe_env.base import tables
+from geopipe_env.decision.backends import CompiledBackend, PythonBackend
 from geopipe_env.env import GeoPipeEnv
-from geopipe_env.loader import load_scenario
-from geopipe_env.observation import obs_layout
+from geopipe_env.scenario.loader import load_scenario
+from geopipe_env.decision.observation import obs_layout
 from benchmarks.synthetic import random_scenario_dict
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"

@@ -14,9 +14,10 @@ import gymnasium as gym
 import numpy as np
 
 import geopipe_env  # noqa: F401
-from geopipe_env import caches, simulator
+from geopipe_env.base import caches
+from geopipe_env.simulation import simulator
 from geopipe_env.physics import schedule
-from geopipe_env.core_types import Placement
+from geopipe_env.simulation.core_types import Placement
 
 
 def _placements(sim, job, rng, count):
@@ -152,7 +153,7 @@ def test_a_store_that_cannot_open_is_a_miss(tmp_path, monkeypatch):
 def test_the_store_is_off_unless_asked_for(tmp_path, monkeypatch):
     """No store without ``GEOPIPE_TIMING_STORE`` (or with ``off``); ``on`` puts it beside the compiled kernels, in a
     folder named as theirs (package version and compiled sources' hash); a path puts it there."""
-    from geopipe_env import compiled
+    from geopipe_env.base import compiled
 
     store = caches.DiskStore("timings")
     for setting in ("", "off", "0"):

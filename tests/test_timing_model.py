@@ -13,12 +13,13 @@ import pytest
 import geopipe_env  # noqa: F401
 import reference
 
-from geopipe_env import caches, simulator
+from geopipe_env.base import caches
+from geopipe_env.simulation import simulator
 from geopipe_env.physics import pipeline
 from geopipe_env.physics.pipeline import SCHEDULES
-from geopipe_env.simulator import CLOSED_FORMS
-from geopipe_env.core_types import Placement
-from geopipe_env.units import transfer_time_s
+from geopipe_env.simulation.simulator import CLOSED_FORMS
+from geopipe_env.simulation.core_types import Placement
+from geopipe_env.base.units import transfer_time_s
 
 REL = 1e-12
 

@@ -6,7 +6,7 @@ import pytest
 
 import geopipe_env  # noqa: F401
 from geopipe_env.physics.schedule import simulate_schedule
-from geopipe_env.strategies import STRATEGY_NAMES
+from geopipe_env.decision.strategies import STRATEGY_NAMES
 
 LCF = STRATEGY_NAMES.index("lcf")
 CR_LCF = STRATEGY_NAMES.index("cr-lcf")

@@ -1,1 +1,2 @@
-"""Layer 3: pure physics functions (pipeline timing, schedule simulation, bandwidth sharing, energy)."""
+"""Layer 2: pure physics functions: pipeline timing and memory, the schedules and their executor, bandwidth sharing,
+energy, failures and job sizing."""

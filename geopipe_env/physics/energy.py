@@ -1,17 +1,17 @@
-"""Layer 3: GPU power, and exact integration of hourly price and carbon series.
+"""Layer 2: GPU power, and exact integration of hourly price and carbon series.
 
 Power is constant between simulator events and prices are constant within each UTC hour, so the cost of an
 interval is power × ∫price dt, which :class:`HourlyIntegral` computes exactly from prefix sums, whatever the
 interval's length or alignment to hour boundaries. The formulas that the decision path's compiled code uses are
-compiled here (:data:`~geopipe_env.compiled.jit`) and called from Python too: one definition each.
+compiled here (:data:`~geopipe_env.base.compiled.jit`) and called from Python too: one definition each.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from geopipe_env.compiled import jit
-from geopipe_env.units import SECONDS_PER_HOUR, WATTS_PER_KW
+from geopipe_env.base.compiled import jit
+from geopipe_env.base.units import SECONDS_PER_HOUR, WATTS_PER_KW
 
 
 @jit

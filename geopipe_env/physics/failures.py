@@ -1,4 +1,4 @@
-"""Layer 3: GPU failures, checkpoints and restarts: the formulas an interrupted job's lost work follows.
+"""Layer 2: GPU failures, checkpoints and restarts: the formulas an interrupted job's lost work follows.
 
 A job checkpoints its weights and optimizer state every ``T`` seconds of running time and spends ``C`` seconds
 writing each checkpoint, so it runs in cycles of ``T + C`` of which ``C`` makes no progress. When one of its GPUs
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from geopipe_env.units import BITS_PER_BYTE, BITS_PER_GBIT, SECONDS_PER_DAY
+from geopipe_env.base.units import BITS_PER_BYTE, BITS_PER_GBIT, SECONDS_PER_DAY
 
 # A checkpoint holds the bf16 weights (2 bytes a parameter) and the optimizer's fp32 master weights and two Adam
 # moments (12): 14 bytes a parameter (the 16 bytes of mixed-precision Adam less the fp16 gradients; Rajbhandari

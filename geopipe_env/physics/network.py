@@ -1,9 +1,9 @@
-"""Layer 3: max-min fair bandwidth sharing among pipelines (progressive filling).
+"""Layer 2: max-min fair bandwidth sharing among pipelines (progressive filling).
 
 Each running job is one commodity: it needs the same rate on every cross-region hop it uses, up to its demand
 (the rate at which its slowest stage produces messages). Rates are max-min fair over all directed links at once:
 raise every unfrozen job's rate together; freeze a job when it reaches its demand or when a link it uses
-saturates. A job that ends below its demand is *stalled*. Both are compiled (:data:`~geopipe_env.compiled.jit`):
+saturates. A job that ends below its demand is *stalled*. Both are compiled (:data:`~geopipe_env.base.compiled.jit`):
 the simulator calls them from Python and from its compiled reallocation alike. ``tests/reference.py`` holds
 the same filling written with numpy arrays, the specification the tests hold this to.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from geopipe_env.compiled import jit
+from geopipe_env.base.compiled import jit
 
 STALL_TOLERANCE = 1e-9  # a rate this far (relative) below the demand is still the demand: rounding, not a stall
 FILL_TOLERANCE = 1e-12  # progressive filling: a link with this much (relative to the largest) left is saturated

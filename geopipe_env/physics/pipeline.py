@@ -1,4 +1,4 @@
-"""Layer 3: pipeline-parallel timing and memory, as pure functions.
+"""Layer 2: pipeline-parallel timing and memory, as pure functions.
 
 Notation: ``P`` parameters, ``S`` stages, ``b`` micro-batch size, ``s`` sequence length, ``h`` hidden
 size, ``M`` micro-batches per iteration. A stage's forward time per micro-batch on ``g`` GPUs is either
@@ -46,9 +46,9 @@ resource; a hop's latency is a pure delay. With per-stage ``f_i, b_i`` and per-h
   :mod:`geopipe_env.physics.schedule` is the reference; docs/physics.md gives the measured
   errors.
 
-The model is computed by compiled functions (:data:`~geopipe_env.compiled.jit`) that Python calls too:
+The model is computed by compiled functions (:data:`~geopipe_env.base.compiled.jit`) that Python calls too:
 :func:`model_total_s` times a pipeline at a cadence floor, :func:`model_scalars`, :func:`fixed_paths` and
-:func:`fold_paths` take it apart for the layout table (:mod:`geopipe_env.layout_table`), whose rows
+:func:`fold_paths` take it apart for the layout table (:mod:`geopipe_env.simulation.layout_table`), whose rows
 :func:`iteration_total_s` evaluates. ``tests/reference.py`` writes the same path family with numpy arrays: the
 specification the tests hold these to.
 """
@@ -61,17 +61,17 @@ from typing import NamedTuple
 
 import numpy as np
 
-from geopipe_env.compiled import jit, pairwise_sum
+from geopipe_env.base.compiled import jit, pairwise_sum
 from geopipe_env.physics import schedule as schedules
 from geopipe_env.physics.schedule import GPIPE, ONE_F_ONE_B
-from geopipe_env.tables import (
+from geopipe_env.base.tables import (
     LF_BASE, LF_CONSTANT, LF_LAST_STAGE, LF_MAX_B, LF_MAX_F, LF_MAX_X, LF_UNI_B, LF_UNI_F, LF_UNI_LAT, LF_UNI_S, LF_UNI_X,
     LI_ARRAYS, LI_KIND, LI_M, LI_SEGMENTS, LI_TAILS, NUM_LAYOUT_FLOATS, NUM_LAYOUT_INTS, TAB_ADVANCES,
     TAB_COOL_STEPS, TAB_COPIES, TAB_FIRST_REACH, TAB_FULL_LOOPS, TAB_HELD, TAB_PART_LOOP, TAB_POST_WIDTH, TAB_PRE,
     TAB_PRE_LOOP, TAB_RUN_REACH, TAB_SEGMENT, TAB_TAIL_COPIES, TAB_TAIL_REST, TAB_TAIL_WIDTH, TAB_TURN_CYCLES,
     TAB_TURN_HELD, TAB_TURN_HOP_REACH, TAB_TURN_REACH, TAB_TURN_SEGMENT, TAB_TURN_STAGE, TAB_TURN_STEPS,
 )
-from geopipe_env.units import BF16_BYTES, BITS_PER_BYTE, BITS_PER_GBIT, BYTES_PER_GB, FLOPS_PER_TFLOP, rate_gbps, transfer_time_s
+from geopipe_env.base.units import BF16_BYTES, BITS_PER_BYTE, BITS_PER_GBIT, BYTES_PER_GB, FLOPS_PER_TFLOP, rate_gbps, transfer_time_s
 
 # The schedules the analytic model times (the schedule executor, physics.schedule, times every schedule).
 SCHEDULES = schedules.CLOSED_FORM_SCHEDULES

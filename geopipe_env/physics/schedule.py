@@ -1,4 +1,4 @@
-"""Layer 3: the schedule executor, the authority on pipeline timing, and the schedules of the literature.
+"""Layer 2: the schedule executor, the authority on pipeline timing, and the schedules of the literature.
 
 A pipeline runs on ``D`` devices (its stages, one per device) and its model is cut into chunks: one per device for
 GPipe and 1F1B, ``v`` per device for the interleaved and wave schedules, two per device for the V schedules, and one
@@ -38,8 +38,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from geopipe_env.caches import DiskStore, ProcessCache
-from geopipe_env.compiled import jit_inline, jit_unchecked
+from geopipe_env.base.caches import DiskStore, ProcessCache
+from geopipe_env.base.compiled import jit_inline, jit_unchecked
 
 # Op kinds.
 F, B, D, W = 0, 1, 2, 3

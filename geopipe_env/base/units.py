@@ -2,7 +2,7 @@
 
 Everything inside the simulator is SI-like: seconds, bytes, Gbit/s, watts, kWh, USD/kWh and g/kWh.
 Names carry their unit; the helpers here are the only place where a conversion factor appears. The two that the
-decision path's compiled code calls are compiled themselves (:data:`~geopipe_env.compiled.jit`), so Python and
+decision path's compiled code calls are compiled themselves (:data:`~geopipe_env.base.compiled.jit`), so Python and
 compiled code share one definition.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from geopipe_env.compiled import jit
+from geopipe_env.base.compiled import jit
 
 SECONDS_PER_HOUR = 3600.0
 SECONDS_PER_DAY = 24.0 * SECONDS_PER_HOUR

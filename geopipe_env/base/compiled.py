@@ -23,21 +23,21 @@ from pathlib import Path
 import numba
 from numba import njit
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # geopipe_env/
 # The package's modules whose code is compiled, and those whose constants or functions compiled code reads: their
 # text keys the cache folder. Paths relative to the package.
 COMPILED_SOURCES = (
-    "compiled.py",
-    "tables.py",
-    "units.py",
+    "base/compiled.py",
+    "base/tables.py",
+    "base/units.py",
     "physics/energy.py",
     "physics/network.py",
     "physics/pipeline.py",
     "physics/schedule.py",
-    "sim_kernels.py",
-    "layout_table.py",
-    "candidate_kernels.py",
-    "observation.py",
+    "simulation/sim_kernels.py",
+    "simulation/layout_table.py",
+    "decision/candidate_kernels.py",
+    "decision/observation.py",
 )
 
 

@@ -1,6 +1,6 @@
-"""Layer 4: a JSON Schema (draft 2020-12) of scenario files, for editors that complete and check YAML.
+"""Layer 3: a JSON Schema (draft 2020-12) of scenario files, for editors that complete and check YAML.
 
-The schema is generated from the declarations of :mod:`geopipe_env.scenario_format` (each key's type, range,
+The schema is generated from the declarations of :mod:`geopipe_env.scenario.format` (each key's type, range,
 choices and meaning), so it states exactly the keys the loader reads. The loader stays the authority on the rules
 that tie keys together ("exactly one price per region", "every job fits the world").
 
@@ -8,7 +8,7 @@ A file that ``extends`` another may leave out what it inherits: mappings merge k
 ``network`` may be partial there. The keys a complete file needs are therefore required only in a file without
 ``extends``; the entries of a list (regions, job classes, inline models) replace the base's and are always complete.
 
-``python -m geopipe_env.schema`` prints it; the package ships it as ``geopipe_env/data/scenario.schema.json``.
+``python -m geopipe_env.scenario.schema`` prints it; the package ships it as ``geopipe_env/data/scenario.schema.json``.
 With the YAML language server, a file opts in with ``# yaml-language-server: $schema=<path to that file>``.
 """
 
@@ -18,7 +18,7 @@ import json
 import sys
 from typing import Any
 
-from geopipe_env.scenario_format import SCHEMA_VERSION, SECTIONS, Key
+from geopipe_env.scenario.format import SCHEMA_VERSION, SECTIONS, Key
 
 SCHEMA_ID = "https://geopipe.invalid/scenario.schema.json"  # a name, not a location: nothing is fetched
 # Sections whose required keys depend on other keys, which the loader checks: a gpus entry overriding a catalog GPU

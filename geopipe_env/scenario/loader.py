@@ -1,8 +1,8 @@
-"""Layer 4: load a scenario file (YAML, schema v1) into a validated, frozen :class:`Scenario`.
+"""Layer 3: load a scenario file (YAML, schema v1) into a validated, frozen :class:`Scenario`.
 
 It sits above the physics because rejecting a world where a job could never run needs the sizing rule.
 
-Every key is read through its declaration in :mod:`geopipe_env.scenario_format` (which sections allow it, its type,
+Every key is read through its declaration in :mod:`geopipe_env.scenario.format` (which sections allow it, its type,
 range or choices, and its default); this module adds the rules that tie keys together. All checks happen here, at
 load time: a bad file raises :class:`ScenarioError`, naming the offending key path and what was
 expected, and never fails later inside the simulator.
@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 import yaml
 
-from geopipe_env import bundled
-from geopipe_env import scenario_format as format_
-from geopipe_env.catalog import (
+from geopipe_env.scenario import bundled
+from geopipe_env.scenario import format as format_
+from geopipe_env.base.catalog import (
     DATASET_CATALOG,
     GPU_CATALOG,
     MODEL_CATALOG,
@@ -40,7 +40,7 @@ from geopipe_env.catalog import (
 from geopipe_env.physics import schedule as schedules
 from geopipe_env.physics.pipeline import runnable_stages
 from geopipe_env.physics.schedule import SCHEDULES
-from geopipe_env.scenario import (
+from geopipe_env.scenario.types import (
     HOURS_PER_YEAR,
     SIZING_FIXED,
     SIZING_KSTAR,
@@ -59,7 +59,7 @@ from geopipe_env.scenario import (
     TraceJob,
     WorkloadSpec,
 )
-from geopipe_env.scenario_format import (
+from geopipe_env.scenario.format import (
     DEFAULT_START_UTC,
     PRICE_UNITS,
     REQUIRED,
@@ -67,10 +67,10 @@ from geopipe_env.scenario_format import (
     SECTIONS,
     Key,
 )
-from geopipe_env.sizing import connected_components, size_job
-from geopipe_env.units import SECONDS_PER_MS, seconds_from_hours
+from geopipe_env.physics.sizing import connected_components, size_job
+from geopipe_env.base.units import SECONDS_PER_MS, seconds_from_hours
 
-SCENARIO_DIR = Path(__file__).parent / "data" / "scenarios"
+SCENARIO_DIR = Path(__file__).resolve().parents[1] / "data" / "scenarios"
 REFERENCE_YEAR = 2023  # the year of the bundled hourly series; start_utc maps any year onto it
 TRACE_COLUMNS = format_.trace_columns()
 NUM_LISTED_CHOICES = 8  # how many valid names an error message lists before "…"
@@ -205,7 +205,7 @@ def check_string(
 
 
 class _Section:
-    """A mapping from the file of a declared section (:data:`geopipe_env.scenario_format.SECTIONS`), with its key
+    """A mapping from the file of a declared section (:data:`geopipe_env.scenario.format.SECTIONS`), with its key
     path; rejects undeclared keys on construction (and keys outside ``allowed``, where the context narrows them)."""
 
     def __init__(self, value: Any, path: str, section: str, allowed: Sequence[str] | None = None) -> None:

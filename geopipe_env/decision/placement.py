@@ -2,7 +2,7 @@
 
 Each strategy returns a :class:`Placement` of exactly K* stages, or ``None`` when it finds nothing feasible now.
 The env exposes them as the K candidate slots of its action space, so every scripted policy's
-decision is an action (:mod:`geopipe_env.strategies` registers them, each with its compiled twin where it has
+decision is an action (:mod:`geopipe_env.decision.strategies` registers them, each with its compiled twin where it has
 one; BACE-Pipe: arXiv 2605.25375):
 
 * ``bace-pipe``: bandwidth-aware pathfinder (the cheapest single region that holds the job; else Prim-like
@@ -30,10 +30,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from geopipe_env.caches import ProcessCache
-from geopipe_env.core_types import CandidateInfo, Job, Placement
-from geopipe_env.simulator import ClusterSim
-from geopipe_env.units import GRAMS_PER_KG, SECONDS_PER_HOUR, WATTS_PER_KW, transfer_time_s
+from geopipe_env.base.caches import ProcessCache
+from geopipe_env.simulation.core_types import CandidateInfo, Job, Placement
+from geopipe_env.simulation.simulator import ClusterSim
+from geopipe_env.base.units import GRAMS_PER_KG, SECONDS_PER_HOUR, WATTS_PER_KW, transfer_time_s
 
 
 class BaceReading(NamedTuple):

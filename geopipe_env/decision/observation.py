@@ -1,12 +1,12 @@
-"""Layer 6: the observation encoder.
+"""Layer 5: the observation encoder.
 
 Every array is flat (1-D), as SB3's ``MultiInputPolicy`` expects; reshape with :func:`obs_layout` to recover the
 tables: ``regions`` (max_regions, 8), ``links`` (max_regions², 3) where row ``i·max_regions + j`` is link i→j,
 ``queue`` (Q, 6), ``candidates`` (Q·K, 8) where row ``a = slot·K + k`` describes action ``a``, and ``global`` (8,).
-Every column is declared, with its meaning, in :mod:`geopipe_env.tables`.
+Every column is declared, with its meaning, in :mod:`geopipe_env.base.tables`.
 
 :class:`ObservationEncoder` writes an observation two ways: :meth:`~ObservationEncoder.encode_rows` from candidate
-rows (:class:`~geopipe_env.core_types.CandidateInfo`, the Python decision backend) and
+rows (:class:`~geopipe_env.simulation.core_types.CandidateInfo`, the Python decision backend) and
 :meth:`~ObservationEncoder.encode_table` from a compiled candidate table's arrays (in compiled code). The two give
 equal observations (``tests/test_tables.py`` compares every declared feature).
 
@@ -23,13 +23,13 @@ from collections.abc import MutableMapping
 import numpy as np
 from gymnasium import spaces
 
-from geopipe_env import tables
-from geopipe_env.candidate_kernels import candidate_features
-from geopipe_env.compiled import jit, pairwise_sum
-from geopipe_env.core_types import CandidateInfo, World, fields_key
+from geopipe_env.base import tables
+from geopipe_env.decision.candidate_kernels import candidate_features
+from geopipe_env.base.compiled import jit, pairwise_sum
+from geopipe_env.simulation.core_types import CandidateInfo, World, fields_key
 from geopipe_env.physics.schedule import MAX_SCHEDULES, SCHEDULE_CODE_SCALE, spec
-from geopipe_env.simulator import ClusterSim
-from geopipe_env.tables import (
+from geopipe_env.simulation.simulator import ClusterSim
+from geopipe_env.base.tables import (
     CAND_BANDWIDTH_SLACK, CAND_CARBON, CAND_COST, CAND_FEASIBLE, CAND_LOG_DURATION, CAND_LOG_ITERATION_VS_ISOLATED,
     CAND_SCHEDULE, JOB_SCHEDULES,
     CAND_STALLED, CAND_WAN_HOPS, F_C_REF, F_CARBON_REF, F_HORIZON, F_NUM_JOBS, F_NUM_LINKS, F_START_HOUR, F_T_REF,
@@ -40,11 +40,11 @@ from geopipe_env.tables import (
     Q_STAGES_SHARE, Q_WAITING_TIME, R_CARBON, R_FREE_GPU_FRACTION, R_GPUS_SHARE, R_LINK_UTILIZATION, R_PRESENT,
     R_PRICE_FORECAST, R_PRICE_NOW, R_PUE_EXCESS,
 )
-from geopipe_env.units import SECONDS_PER_HOUR
+from geopipe_env.base.units import SECONDS_PER_HOUR
 
 OBS_CLIP = 100.0
 FORECAST_H = 6  # the price forecast feature averages the next 6 hours, this one included (perfect foresight)
-# The feature names of each table, in order (declared with their meanings in geopipe_env.tables).
+# The feature names of each table, in order (declared with their meanings in geopipe_env.base.tables).
 REGION_FEATURES = tables.REGION_FEATURES.names
 LINK_FEATURES = tables.LINK_FEATURES.names
 QUEUE_FEATURES = tables.QUEUE_FEATURES.names

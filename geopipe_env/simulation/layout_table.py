@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from geopipe_env.caches import ProcessCache
-from geopipe_env.compiled import jit
-from geopipe_env.core_types import Job, Placement, World, timing_key
+from geopipe_env.base.caches import ProcessCache
+from geopipe_env.base.compiled import jit
+from geopipe_env.simulation.core_types import Job, Placement, World, timing_key
 from geopipe_env.physics import pipeline, schedule
 from geopipe_env.physics.pipeline import (
     MODEL_EXECUTOR, MODEL_PATHS, demand_gbps, fold_paths, model_scalars, packed_fixed_paths, stage_arrays, tab_part,
 )
-from geopipe_env.simulator import ClusterSim
-from geopipe_env.tables import (
+from geopipe_env.simulation.simulator import ClusterSim
+from geopipe_env.base.tables import (
     LAYOUT_FLOATS, LAYOUT_INTS, LF_ALLREDUCE, LF_BASE, LF_CONSTANT, LF_DEMAND, LF_LAST_STAGE, LF_MEMO_CADENCE,
     LF_MEMO_TOTAL, LF_WAN_BYTES, LI_ARRAYS, LI_HOPS, LI_KIND, LI_M, LI_PATH, LI_PROFILE, LI_SCHEDULE, LI_SEGMENTS,
     LI_TAILS, LI_WRAP, TAB_PRE, TAB_SEGMENT, TAB_TAIL_REST,

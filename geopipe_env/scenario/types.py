@@ -1,8 +1,8 @@
-"""Layer 2: frozen scenario types.
+"""Layer 3: frozen scenario types.
 
 A :class:`Scenario` is the static description of a world: regions, network, workload recipe and episode
-options. It is built by :mod:`geopipe_env.loader` from YAML (or by hand in tests) and never mutated. Per-episode
-sampling (randomisation, start hour, job draws) lives in :mod:`geopipe_env.generator`.
+options. It is built by :mod:`geopipe_env.scenario.loader` from YAML (or by hand in tests) and never mutated. Per-episode
+sampling (randomisation, start hour, job draws) lives in :mod:`geopipe_env.simulation.generator`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 import numpy as np
 
-from geopipe_env.catalog import DatasetSpec, GpuType, ModelSpec
+from geopipe_env.base.catalog import DatasetSpec, GpuType, ModelSpec
 
 HOURS_PER_YEAR = 8760
 

@@ -1,8 +1,8 @@
-"""Layer 4: the scenario format, declared once: every key of a scenario file with its type, range or choices, default,
+"""Layer 3: the scenario format, declared once: every key of a scenario file with its type, range or choices, default,
 unit, meaning, source and where it may appear.
 
-:mod:`geopipe_env.loader` reads each key through its declaration (the allowed keys of every section, the type and
-range checks, the defaults), :mod:`geopipe_env.schema` turns the declarations into the JSON Schema, and
+:mod:`geopipe_env.scenario.loader` reads each key through its declaration (the allowed keys of every section, the type and
+range checks, the defaults), :mod:`geopipe_env.scenario.schema` turns the declarations into the JSON Schema, and
 :func:`key_table` writes the key table of ``docs/scenarios.md``; ``tests/test_scenario_format.py`` fails if the
 loader, the schema or the page disagrees with a declaration. The loader alone keeps the rules that tie keys together
 (one price per region, every job fits the world, ...), which the page lists in prose.
@@ -17,10 +17,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from geopipe_env import bundled
-from geopipe_env.catalog import DATASET_CATALOG, GPU_CATALOG, MODEL_CATALOG
+from geopipe_env.scenario import bundled
+from geopipe_env.base.catalog import DATASET_CATALOG, GPU_CATALOG, MODEL_CATALOG
 from geopipe_env.physics.schedule import ONE_F_ONE_B, SCHEDULES
-from geopipe_env.scenario import MAX_BACKGROUND_FRACTION, PIPELINE_SIZINGS, SIZING_KSTAR
+from geopipe_env.scenario.types import MAX_BACKGROUND_FRACTION, PIPELINE_SIZINGS, SIZING_KSTAR
 
 SCHEMA_VERSION = 1
 DEFAULT_START_UTC = "2023-01-01T00:00Z"
@@ -176,7 +176,7 @@ EXCLUSIVE_SHAPE_KEYS = (
     ("pipeline_schedule", "pipeline_schedules"),
 )
 
-_MODELS = Key("models", "items", "catalog keys (case-insensitive; `catalog.py` cites each config) or inline models; "
+_MODELS = Key("models", "items", "catalog keys (case-insensitive; `base/catalog.py` cites each config) or inline models; "
               "an inline model without a name is called `model-<i>`", choices=_models, keys="model",
               default_text="required unless trace or job classes")
 _DATASETS = Key("datasets", "items", "catalog keys or inline datasets", choices=_datasets, keys="dataset",

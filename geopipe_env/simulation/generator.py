@@ -14,16 +14,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from geopipe_env import bundled
-from geopipe_env.caches import BoundedDict
-from geopipe_env.core_types import CapacityLosses, GpuFailures, Job, LinkDegradations, World
+from geopipe_env.scenario import bundled
+from geopipe_env.base.caches import BoundedDict
+from geopipe_env.simulation.core_types import CapacityLosses, GpuFailures, Job, LinkDegradations, World
 from geopipe_env.physics import pipeline
 from geopipe_env.physics.energy import HourlyIntegral, gpu_power_w
-from geopipe_env.scenario import (
+from geopipe_env.scenario.types import (
     SIZING_FIXED, SIZING_MEMORY, CapacityLossSpec, FailureSpec, JobShape, LinkDegradation, Scenario,
 )
-from geopipe_env.sizing import connected_components, size_job
-from geopipe_env.units import SECONDS_PER_DAY, SECONDS_PER_HOUR, rate_gbps, transfer_time_s
+from geopipe_env.physics.sizing import connected_components, size_job
+from geopipe_env.base.units import SECONDS_PER_DAY, SECONDS_PER_HOUR, rate_gbps, transfer_time_s
 
 DAYS_PER_YEAR = 365
 JOULES_PER_KWH = 3.6e6

@@ -3,9 +3,9 @@
 :func:`candidate_table` computes, for every visible job, the placements of the five named strategies
 (``bace-pipe`` with its default reading, ``cr-lcf``, ``cr-ldf``, ``lcf``, ``ldf``), the pool of those and every
 single region that holds the job, each pool entry's estimate, cost and carbon, and the ``fastest`` /
-``cheapest`` / ``greenest`` choices: what :func:`geopipe_env.strategies.candidate_row` computes from the Python
+``cheapest`` / ``greenest`` choices: what :func:`geopipe_env.decision.strategies.candidate_row` computes from the Python
 rules (``tests/test_candidate_kernels.py`` checks the two against each other, decision for decision). Ties, orders and arithmetic follow the Python code step by step, so the same placements come out and
-the numbers agree to rounding. Every job's timing is read from a :class:`geopipe_env.layout_table.LayoutTable`;
+the numbers agree to rounding. Every job's timing is read from a :class:`geopipe_env.simulation.layout_table.LayoutTable`;
 a placement whose layout is not stored yet is reported back as a miss for the caller to add.
 """
 
@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from geopipe_env.compiled import jit
-from geopipe_env.layout_table import find_layout
+from geopipe_env.base.compiled import jit
+from geopipe_env.simulation.layout_table import find_layout
 from geopipe_env.physics.energy import cumulative_at, gpu_power_w, weighted_integral
 from geopipe_env.physics.network import is_stalled
 from geopipe_env.physics.pipeline import MODEL_EXECUTOR, iteration_total_s
-from geopipe_env.tables import (
+from geopipe_env.base.tables import (
     C_CARBON, C_COST, C_DEMAND, C_DURATION, C_ITERATION, C_RATE, C_STALLED, CAND_BANDWIDTH_SLACK, CAND_CARBON,
     CAND_COST, CAND_FEASIBLE, CAND_LOG_DURATION, CAND_LOG_ITERATION_VS_ISOLATED, CAND_SCHEDULE, CAND_STALLED,
     CAND_WAN_HOPS, C_SCHEDULE, J_ITERATIONS, J_PROFILE, LF_ALLREDUCE, LF_DEMAND, LF_MEMO_CADENCE, LF_MEMO_TOTAL, LF_WAN_BYTES, LI_KIND,
@@ -26,7 +26,7 @@ from geopipe_env.tables import (
     P_FITS, P_MICROBATCHES, P_STAGE_GPUS, P_STAGES, P_TABLE_ID, PF_ADMIT_PER_FORWARD,
     PF_BUSY_PER_FORWARD, PF_FORWARD, PF_WAN_BYTES,
 )
-from geopipe_env.units import GRAMS_PER_KG, SECONDS_PER_HOUR, WATTS_PER_KW, transfer_time_s
+from geopipe_env.base.units import GRAMS_PER_KG, SECONDS_PER_HOUR, WATTS_PER_KW, transfer_time_s
 
 # Strategy codes (``strategies.BUILT_IN`` binds them to names): the named strategies, which make the pool in this
 # order, then the selectors. A negative code (``strategies.NO_TWIN``) is a strategy this kernel leaves to Python.
@@ -278,7 +278,7 @@ def candidate_table(
             price over).
         strategies (K,): strategy codes (``BACE_PIPE`` … ``GREENEST``; a negative code leaves column k to the
             caller).
-        index … places: a :class:`~geopipe_env.layout_table.LayoutTable`'s arrays.
+        index … places: a :class:`~geopipe_env.simulation.layout_table.LayoutTable`'s arrays.
         candidate_of (Q, K): written, the candidate behind each action (−1: masked). candidate_f (C, 7),
             candidate_place (C, 2R), candidate_length (C,): written, each candidate's figures
             (``tables.CANDIDATE_FLOATS``),

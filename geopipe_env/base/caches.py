@@ -78,7 +78,7 @@ class DiskStore:
             return None
         if setting.lower() not in ("1", "on", "yes", "true"):
             return Path(setting) / self.name
-        from geopipe_env.compiled import cache_dir
+        from geopipe_env.base.compiled import cache_dir
 
         kernels = cache_dir()
         return kernels.parent.parent / self.name / kernels.name

@@ -16,19 +16,19 @@ from typing import NamedTuple
 
 import numpy as np
 
-from geopipe_env import sim_kernels
-from geopipe_env.caches import BoundedDict, ProcessCache
-from geopipe_env.engine import Event, EventKind, EventQueue, arrival_events
-from geopipe_env.core_types import Job, JobStatus, Placement, World, fields_key, layout_key
+from geopipe_env.simulation import sim_kernels
+from geopipe_env.base.caches import BoundedDict, ProcessCache
+from geopipe_env.simulation.engine import Event, EventKind, EventQueue, arrival_events
+from geopipe_env.simulation.core_types import Job, JobStatus, Placement, World, fields_key, layout_key
 from geopipe_env.physics import failures, pipeline, schedule
 from geopipe_env.physics.energy import gpu_power_w
 from geopipe_env.physics.network import is_stalled
-from geopipe_env.tables import (
+from geopipe_env.base.tables import (
     CARBON_KG, COST_USD, ENERGY_KWH, GPU_SECONDS, JF_DEMAND, JF_ITERATION, JF_RATE, JF_REMAINING, JF_TIMED_RATE,
     JF_WAN_BYTES, JI_NUM_LINKS, JI_STALE, JI_TIMED_CAPACITY, JOB_SECONDS, NUM_JOB_FLOATS, NUM_JOB_INTS, NUM_TOTALS,
     WAN_BYTES,
 )
-from geopipe_env.units import SECONDS_PER_HOUR, WATTS_PER_KW, transfer_time_s
+from geopipe_env.base.units import SECONDS_PER_HOUR, WATTS_PER_KW, transfer_time_s
 
 
 _WAITING, _RUNNING, _DONE = int(JobStatus.WAITING), int(JobStatus.RUNNING), int(JobStatus.DONE)
@@ -340,7 +340,7 @@ _LOCAL_ITERATION = ProcessCache("local iteration times", LOCAL_ITERATION_CACHE_S
 
 def shared_layout_cache(world: World, exact_timing: bool) -> BoundedDict:
     """The process's ``layout_cache`` for :class:`ClusterSim` on worlds that time and power every layout alike:
-    equal :func:`~geopipe_env.generator.layout_key` (line rates, latencies, intra-region link, schedule, GPU power
+    equal :func:`~geopipe_env.simulation.generator.layout_key` (line rates, latencies, intra-region link, schedule, GPU power
     figures and PUE) and timing. Every env of a process, and every episode, on such worlds shares it: a layout is a
     pure function of these, its job's ``profile_key`` and its placement. Worlds whose line rates change must not
     use it."""

@@ -1,4 +1,4 @@
-"""Layer 6: the decision backends: the candidate table behind the action space, and the observation.
+"""Layer 5: the decision backends: the candidate table behind the action space, and the observation.
 
 At each decision the env asks its backend for the candidate table of the visible jobs (which action launches what,
 and with which estimated figures), for the placement behind an action, and for the observation. Two backends
@@ -24,15 +24,15 @@ from typing import Protocol
 
 import numpy as np
 
-from geopipe_env import candidate_kernels as ck
-from geopipe_env.layout_table import LayoutTable, shared_table
-from geopipe_env.observation import ObservationEncoder
-from geopipe_env.core_types import CandidateInfo, Placement
-from geopipe_env.placement import PlacementContext, _placement, admission_per_forward
-from geopipe_env.scenario import Scenario
-from geopipe_env.simulator import ClusterSim
-from geopipe_env.strategies import NO_TWIN, candidate_row, compiled_codes, named_placement
-from geopipe_env.tables import (
+from geopipe_env.decision import candidate_kernels as ck
+from geopipe_env.simulation.layout_table import LayoutTable, shared_table
+from geopipe_env.decision.observation import ObservationEncoder
+from geopipe_env.simulation.core_types import CandidateInfo, Placement
+from geopipe_env.decision.placement import PlacementContext, _placement, admission_per_forward
+from geopipe_env.scenario.types import Scenario
+from geopipe_env.simulation.simulator import ClusterSim
+from geopipe_env.decision.strategies import NO_TWIN, candidate_row, compiled_codes, named_placement
+from geopipe_env.base.tables import (
     C_CARBON, C_COST, C_DEMAND, C_DURATION, C_ITERATION, C_RATE, C_SCHEDULE, C_STALLED, J_ITERATIONS, J_PROFILE,
     NUM_CANDIDATE_FLOATS, P_FITS, P_MICROBATCHES, P_STAGE_GPUS, P_STAGES, P_TABLE_ID, PF_ADMIT_PER_FORWARD,
     PF_BUSY_PER_FORWARD, PF_FORWARD, PF_WAN_BYTES,

@@ -1,4 +1,4 @@
-"""Layer 3: sizing a job against a world's GPUs.
+"""Layer 2: sizing a job against a world's GPUs.
 
 One rule, shared by the episode generator (which picks K*) and the scenario loader (which rejects worlds where a
 job could never run): K* is sized on a *reference GPU type*, the type holding the most GPUs among those a stage of

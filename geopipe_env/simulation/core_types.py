@@ -1,5 +1,5 @@
-"""Layer 3: the core types, which every layer above reads: an episode's :class:`World` and its :class:`Job` s (which
-:mod:`geopipe_env.generator` samples), where a job's stages go (:class:`Placement`), its state in the simulator
+"""Layer 4: the core types, which every layer above reads: an episode's :class:`World` and its :class:`Job` s (which
+:mod:`geopipe_env.simulation.generator` samples), where a job's stages go (:class:`Placement`), its state in the simulator
 (:class:`JobStatus`), what the env knows of one candidate placement (:class:`CandidateInfo`), and the fields that
 key the caches (:data:`JOB_PROFILE_FIELDS`, :func:`timing_key`, :func:`layout_key`)."""
 
@@ -15,7 +15,7 @@ from geopipe_env.physics.pipeline import BACKWARD_TO_FORWARD, ONE_F_ONE_B
 
 if TYPE_CHECKING:
     from geopipe_env.physics.energy import HourlyIntegral
-    from geopipe_env.scenario import Scenario
+    from geopipe_env.scenario.types import Scenario
 
 # The fields of a job that its timing, power and candidate placements read: jobs equal in these (the job's
 # ``profile_key``) time alike on any placement of any world with equal timing_key, and the candidate table gives

@@ -1,4 +1,4 @@
-"""Layer 2: read the real data bundled under ``geopipe_env/data/``.
+"""Layer 3: read the real data bundled under ``geopipe_env/data/``.
 
 Hourly 2023 electricity prices (23 markets) and grid carbon intensity (16 zones), the joined ``geo10``
 matrices of measured inter-region RTT and throughput, and public job traces (the Philly trace's submit times and
@@ -20,10 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
-from geopipe_env.scenario import HOURS_PER_YEAR, HourlySeries
-from geopipe_env.units import usd_per_kwh_from_usd_per_mwh
+from geopipe_env.scenario.types import HOURS_PER_YEAR, HourlySeries
+from geopipe_env.base.units import usd_per_kwh_from_usd_per_mwh
 
-DATA_DIR = Path(__file__).parent / "data"
+DATA_DIR = Path(__file__).resolve().parents[1] / "data"  # geopipe_env/data
 PRICE_FILE = "electricity_price_hourly_2023_usd.csv"  # USD/MWh, hour-beginning UTC
 CARBON_FILE = "carbon_intensity_hourly_2023_lca.csv"  # gCO2eq/kWh, life-cycle, consumption-based
 GEO10_FILE = "geo10_regions.json"

@@ -1,6 +1,6 @@
-"""Layer 4: the simulator's compiled integration and reallocation (:data:`~geopipe_env.compiled.jit`).
+"""Layer 4: the simulator's compiled integration and reallocation (:data:`~geopipe_env.base.compiled.jit`).
 
-:class:`~geopipe_env.simulator.ClusterSim` keeps its per-job state in two tables (``tables.SIM_JOB_FLOATS`` and
+:class:`~geopipe_env.simulation.simulator.ClusterSim` keeps its per-job state in two tables (``tables.SIM_JOB_FLOATS`` and
 ``tables.SIM_JOB_INTS``) and its totals in one array (``tables.SIM_TOTALS``), which these kernels advance between
 events (progress, energy, cost, carbon, WAN bytes, GPU- and job-seconds) and update when the running set or the
 line rates change (max-min fair rates, the jobs to retime, power per region).
@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from geopipe_env.compiled import jit, pairwise_sum
+from geopipe_env.base.compiled import jit, pairwise_sum
 from geopipe_env.physics.energy import cumulative_at
 from geopipe_env.physics.network import max_min_rates
-from geopipe_env.tables import (
+from geopipe_env.base.tables import (
     CARBON_KG, COST_USD, ENERGY_KWH, GPU_SECONDS, JF_DEMAND, JF_ITERATION, JF_RATE, JF_REMAINING, JF_TIMED_RATE,
     JF_WAN_BYTES, JI_NUM_LINKS, JI_STALE, JI_TIMED_CAPACITY, JOB_SECONDS, WAN_BYTES,
 )
-from geopipe_env.units import GRAMS_PER_KG, SECONDS_PER_HOUR, WATTS_PER_KW
+from geopipe_env.base.units import GRAMS_PER_KG, SECONDS_PER_HOUR, WATTS_PER_KW
 
 
 @jit

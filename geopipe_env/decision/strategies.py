@@ -1,7 +1,7 @@
 """Layer 5: the candidate strategies, declared once, and the candidate table they give in Python.
 
-Each strategy is a :class:`Strategy`: its name, its Python rule (:mod:`geopipe_env.placement`) and, where it has
-one, its compiled twin's code in :mod:`geopipe_env.candidate_kernels`, registered together here. Three strategies
+Each strategy is a :class:`Strategy`: its name, its Python rule (:mod:`geopipe_env.decision.placement`) and, where it has
+one, its compiled twin's code in :mod:`geopipe_env.decision.candidate_kernels`, registered together here. Three strategies
 are *selectors*: the best of the pooled strategies' placements and of every single region that holds the job, by
 a figure of the candidate (estimated duration, cost or carbon). ``tests/test_candidate_kernels.py`` holds each
 compiled twin to its Python rule, decision for decision.
@@ -16,10 +16,10 @@ import math
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from geopipe_env import candidate_kernels as ck
-from geopipe_env import placement as pl
-from geopipe_env.core_types import CandidateInfo, Job, Placement
-from geopipe_env.placement import PlacementContext, _placement
+from geopipe_env.decision import candidate_kernels as ck
+from geopipe_env.decision import placement as pl
+from geopipe_env.simulation.core_types import CandidateInfo, Job, Placement
+from geopipe_env.decision.placement import PlacementContext, _placement
 
 NO_TWIN = -1  # the code of a strategy with no compiled twin
 
