@@ -44,12 +44,14 @@ def modules(root: Path = ROOT) -> dict[str, Path]:
     return out
 
 
-def imports(path: Path) -> set[str]:
-    """Every module name a file imports, at its top level or inside functions."""
+def imports(path: Path, known: set[str] = frozenset()) -> set[str]:
+    """Every module name a file imports, at its top level or inside functions. ``from p import m`` of modules
+    ``p.m`` that ``known`` lists imports those modules, not the package ``p`` itself."""
     names = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            names |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+            submodules = {f"{node.module}.{a.name}" for a in node.names}
+            names |= submodules if submodules <= known else {node.module} | submodules
         elif isinstance(node, ast.Import):
             names |= {a.name for a in node.names}
     return names
@@ -61,7 +63,7 @@ def import_graph(root: Path = ROOT) -> nx.DiGraph:
     graph = nx.DiGraph()
     graph.add_nodes_from(found)
     for name, path in found.items():
-        for imported in imports(path):
+        for imported in imports(path, set(found)):
             target = imported
             while target and target not in found:
                 target = target.rpartition(".")[0]
