@@ -371,6 +371,15 @@ def _disconnect(d):
     d["workload"]["models"] = ["flm-101b"]  # needs 41 A6000 stages: 48 GPUs in all, but at most 32 linked
 
 
+def _star(d):
+    d["regions"].append({"id": "d", "gpu": "A6000", "num_gpus": 12, "price_usd_per_kwh": 0.1})
+    for region in d["regions"]:
+        region.update(gpu="A6000", num_gpus=12)
+    link = {"bandwidth_gbps": 4.0, "latency_ms": 30.0}
+    d["network"]["matrix"] = {"a": {"b": link, "c": link, "d": link}}  # b, c and d reach each other only through a
+    d["workload"]["models"] = ["flm-101b"]  # 41 A6000 stages: 48 GPUs in all, but a path (say b-a-c) holds 36
+
+
 def _trace_without_model_column(tmp_path):
     (tmp_path / "jobs.csv").write_text("submit_time_s,dataset\n0,alpaca\n")
 
@@ -424,6 +433,7 @@ BAD_CASES = [
     ("zero GPUs", _set("regions[2].num_gpus", 0), "regions[2].num_gpus"),
     ("duplicate region id", _set("regions[1].id", "a"), "regions[1].id"),
     ("disconnected network where a job cannot fit", _disconnect, "network.matrix"),
+    ("star network where no pipeline path holds a job", _star, "network.matrix"),
     ("trace CSV with missing columns", _trace_without_model_column, "workload.trace.csv"),
     ("trace row with an unknown model", _trace_with_unknown_model, "workload.trace.csv[1].model"),
     (

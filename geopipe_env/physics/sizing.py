@@ -2,8 +2,9 @@
 
 One rule, shared by the episode generator (which picks K*) and the scenario loader (which rejects worlds where a
 job could never run): K* is sized on a *reference GPU type*, the type holding the most GPUs among those a stage of
-the job fits (ties: more memory, then more TFLOPS), and may use at most the GPUs with at least that memory inside
-one connected group of regions.
+the job fits (ties: more memory, then more TFLOPS), and may use at most the GPUs with at least that memory on one
+pipeline path: regions joined one after another by links, each region once. (A pipeline's stages form a chain, so
+in a star of four regions a job reaches at most three of them, though all four are connected.)
 """
 
 from __future__ import annotations
@@ -21,13 +22,13 @@ class JobSizing(NamedTuple):
     ref_region: int  # a region with the reference GPU type
     min_stages: int  # the fewest stages that fit the reference GPU's memory
     total_stages: int  # stages the GPUs with at least the reference memory hold, wherever they are
-    room_stages: int  # the same, inside the best single connected group of regions
+    room_stages: int  # the same, on the best single pipeline path of regions (see path_room)
 
 
 def connected_components(bandwidth_gbps: np.ndarray) -> list[np.ndarray]:
     """Groups of regions joined by links (either direction), as (R,) bool masks."""
     n = bandwidth_gbps.shape[0]
-    linked = (bandwidth_gbps > 0) | (bandwidth_gbps.T > 0)
+    linked = linked_regions(bandwidth_gbps)
     seen = np.zeros(n, dtype=bool)
     groups = []
     for start in range(n):
@@ -45,6 +46,44 @@ def connected_components(bandwidth_gbps: np.ndarray) -> list[np.ndarray]:
     return groups
 
 
+def path_room(linked: np.ndarray, held: np.ndarray) -> int:
+    """The most stages one pipeline path can hold: the largest sum of ``held`` (R,) over a simple path of regions in
+    which each consecutive pair is ``linked`` (R, R) bool, symmetric. Only regions that hold a stage can be on it.
+
+    A depth-first search over (end, regions used) states in each connected group, each state once, stopped when a
+    path holds the whole group (in a group whose regions are all linked to each other, the first path does)."""
+    usable = held > 0
+    best = 0
+    for group in connected_components(np.where(np.outer(usable, usable), linked, False)):
+        members = [int(r) for r in np.flatnonzero(group & usable)]
+        if not members:
+            continue
+        neighbours = {r: [s for s in members if linked[r, s] and s != r] for r in members}
+        whole = sum(int(held[r]) for r in members)
+        found = 0
+        seen: set[tuple[int, int]] = set()
+
+        def grow(end: int, used: int, stages: int) -> None:
+            nonlocal found
+            found = max(found, stages)
+            if found == whole or (end, used) in seen:
+                return
+            seen.add((end, used))
+            for nxt in neighbours[end]:
+                if not used >> nxt & 1:
+                    grow(nxt, used | 1 << nxt, stages + int(held[nxt]))
+
+        for start in sorted(members, key=lambda r: -held[r]):
+            grow(start, 1 << start, int(held[start]))
+        best = max(best, found)
+    return best
+
+
+def linked_regions(bandwidth_gbps: np.ndarray) -> np.ndarray:
+    """(R, R) bool: the pairs of regions joined by a link in either direction."""
+    return (bandwidth_gbps > 0) | (bandwidth_gbps.T > 0)
+
+
 def size_job(
     params: float,
     layers: int,
@@ -57,7 +96,7 @@ def size_job(
     num_gpus: np.ndarray,
     memory_gb: np.ndarray,
     tflops: np.ndarray,
-    components: list[np.ndarray],
+    linked: np.ndarray,
     data_parallel: int = 1,
     virtual_stages: int = 1,
     context_parallel: int = 1,
@@ -85,5 +124,5 @@ def size_job(
     big_enough = memory_gb >= memory_gb[ref]
     stages_held = num_gpus // (gpus_per_stage * context_parallel * data_parallel)  # (R,) a stage's replicas share its region
     total = int(stages_held[big_enough].sum())
-    room = max(int(stages_held[group & big_enough].sum()) for group in components)
+    room = path_room(linked, np.where(big_enough, stages_held, 0))
     return JobSizing(ref_region=ref, min_stages=int(min_stages[ref]), total_stages=total, room_stages=room)

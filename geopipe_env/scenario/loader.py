@@ -67,7 +67,7 @@ from geopipe_env.scenario.format import (
     SECTIONS,
     Key,
 )
-from geopipe_env.physics.sizing import connected_components, size_job
+from geopipe_env.physics.sizing import connected_components, linked_regions, size_job
 from geopipe_env.base.units import SECONDS_PER_MS, seconds_from_hours
 
 SCENARIO_DIR = Path(__file__).resolve().parents[1] / "data" / "scenarios"
@@ -1297,7 +1297,8 @@ def _check_feasible(scenario: Scenario, checks: list[tuple[JobShape, list[tuple[
     Fewer GPUs only make placement harder, so checking the low end of ``gpu_scale`` covers every episode's counts.
     With ``gpu_types``, each listed type is checked alone in every region.
     """
-    components = connected_components(scenario.network.bandwidth_gbps)
+    bandwidth = scenario.network.bandwidth_gbps
+    components, linked = connected_components(bandwidth), linked_regions(bandwidth)
     for scale_path, counts, gpus in _fleets_to_check(scenario):
         for shape, models, shape_path in checks:
             if not models:
@@ -1312,7 +1313,7 @@ def _check_feasible(scenario: Scenario, checks: list[tuple[JobShape, list[tuple[
                 )
             for model_path, model in models:
                 _check_schedules(scenario, model, shape, shape_path)
-                _check_model(scenario, model, model_path, shape, shape_path, scale_path, counts, gpus, components)
+                _check_model(scenario, model, model_path, shape, shape_path, scale_path, counts, gpus, components, linked)
 
 
 def _class_label(scenario: Scenario, shape_path: str) -> str:
@@ -1380,6 +1381,7 @@ def _check_model(
     counts: np.ndarray,
     gpus: tuple[GpuType, ...],
     components: list[np.ndarray],
+    linked: np.ndarray,
 ) -> None:
     """One model of one shape against a fleet, by the sizing rule the generator uses (see ``sizing``)."""
     b, s, m, t, d = shape.micro_batch_size, shape.seq_len, shape.num_microbatches, shape.gpus_per_stage, shape.data_parallel
@@ -1387,7 +1389,7 @@ def _check_model(
     names = scenario.schedules_of(shape)
     sizing = size_job(
         model.params, model.layers, model.hidden, b, s, m, t, names[0], counts, memory_gb,
-        np.array([g.tflops for g in gpus]), components, d, scenario.virtual_stages_of(shape), shape.context_parallel,
+        np.array([g.tflops for g in gpus]), linked, d, scenario.virtual_stages_of(shape), shape.context_parallel,
         shape.recompute, names[1:],
     )
     if sizing is None:
@@ -1437,12 +1439,21 @@ def _check_model(
         )
     if need_stages > sizing.room_stages:
         ids = scenario.region_ids
-        groups = "; ".join("[" + ", ".join(ids[i] for i in np.flatnonzero(g)) + "]" for g in components)
+        room_gpus = sizing.room_stages * shape.stage_gpus
+        if len(components) > 1:
+            groups = "; ".join("[" + ", ".join(ids[i] for i in np.flatnonzero(g)) + "]" for g in components)
+            raise ScenarioError(
+                scale_path or "network.matrix",
+                f"the network splits into {len(components)} disconnected groups ({groups}) and model {model.name!r} "
+                f"needs {need_gpus} GPUs, more than one pipeline path can reach (at most {room_gpus})",
+                "matrix links that join enough regions for every job to fit on one path of linked regions",
+            )
         raise ScenarioError(
             scale_path or "network.matrix",
-            f"the network splits into {len(components)} disconnected groups ({groups}) and model {model.name!r} "
-            f"needs {need_gpus} GPUs, more than any group has (at most {sizing.room_stages * shape.stage_gpus})",
-            "matrix links that join enough regions for every job to fit inside one connected group",
+            f"model {model.name!r} needs {need_gpus} GPUs, but one pipeline path (regions linked one after another, "
+            f"each once) holds at most {room_gpus}, though the regions hold {sizing.total_stages * shape.stage_gpus} "
+            "all together",
+            "matrix links that put enough regions on one path for every job (a chain, not only a star)",
         )
 
 

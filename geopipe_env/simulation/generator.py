@@ -22,7 +22,7 @@ from geopipe_env.physics.energy import HourlyIntegral, gpu_power_w
 from geopipe_env.scenario.types import (
     SIZING_FIXED, SIZING_MEMORY, CapacityLossSpec, FailureSpec, JobShape, LinkDegradation, Scenario,
 )
-from geopipe_env.physics.sizing import connected_components, size_job
+from geopipe_env.physics.sizing import linked_regions, size_job
 from geopipe_env.base.units import SECONDS_PER_DAY, SECONDS_PER_HOUR, rate_gbps, transfer_time_s
 
 DAYS_PER_YEAR = 365
@@ -78,12 +78,12 @@ def _reference_link(bandwidth_gbps: np.ndarray, latency_s: np.ndarray, intra_bw:
 
 
 def _link_facts(bandwidth: np.ndarray, latency: np.ndarray, intra_bw: float, intra_lat: float) -> tuple:
-    """(reference bandwidth, reference latency, best WAN bandwidth, best latency, connected components) of a world."""
+    """(reference bandwidth, reference latency, best WAN bandwidth, best latency, linked region pairs) of a world."""
     ref_bw, ref_lat = _reference_link(bandwidth, latency, intra_bw, intra_lat)
     best_bw = float(bandwidth.max(initial=0.0))  # the best WAN link (0 if none)
     wan = bandwidth > 0
     best_lat = min(intra_lat, float(latency[wan].min())) if wan.any() else intra_lat
-    return ref_bw, ref_lat, best_bw, best_lat, connected_components(bandwidth)
+    return ref_bw, ref_lat, best_bw, best_lat, linked_regions(bandwidth)
 
 
 def _sample_arrivals(scenario: Scenario, rng: np.random.Generator) -> list[tuple[float, object, object, int | None, JobShape]]:
@@ -391,13 +391,13 @@ def _num_stages(model, shape: JobShape, scenario, sizing, tflops, efficiency, me
 
 def _model_profile(
     model, shape: JobShape, scenario, num_gpus, tflops, efficiency, memory, busy, idle, pue, ref_bw, ref_lat, best_bw,
-    best_lat, components,
+    best_lat, linked,
 ) -> _ModelProfile:
     b, s, m, g, d = shape.micro_batch_size, shape.seq_len, shape.num_microbatches, shape.gpus_per_stage, shape.data_parallel
     c, v, recompute = shape.context_parallel, scenario.virtual_stages_of(shape), shape.recompute
     names = scenario.schedules_of(shape)
     sizing = size_job(
-        model.params, model.layers, model.hidden, b, s, m, g, names[0], num_gpus, memory, tflops, components, d, v, c,
+        model.params, model.layers, model.hidden, b, s, m, g, names[0], num_gpus, memory, tflops, linked, d, v, c,
         recompute, names[1:],
     )
     if sizing is None:
