@@ -49,6 +49,15 @@ class Table(NamedTuple):
             raise ValueError(f"table {self.name!r}: bind every column once (missing {missing}, unknown {unknown})")
         return tuple(declared.index(n) for n in names)
 
+    def pack(self, **fields):
+        """A record of this table (one declared below as a packed record): its fields as a tuple in the declared
+        order, each given by name, every one of them."""
+        if len(fields) != len(self.columns):
+            missing = sorted(set(self.names) - set(fields))
+            unknown = sorted(set(fields) - set(self.names))
+            raise ValueError(f"record {self.name!r}: give every field once (missing {missing}, unknown {unknown})")
+        return tuple([fields[name] for name in self.names])
+
 
 def _table(name: str, *columns: tuple[str, str], tail: str = "") -> Table:
     return Table(name, tuple(Column(*c) for c in columns), tail)
@@ -296,6 +305,132 @@ OBSERVATION = (
     ("queue", QUEUE_FEATURES, "Q (the oldest waiting jobs)"),
     ("candidates", CANDIDATE_FEATURES, "Q·K (row a: action a)"),
     ("global", GLOBAL_FEATURES, "1"),
+)
+
+# ------------------------------------------------------------------------- packed records of the compiled calls
+# A compiled entry point takes a few records instead of a long list of arrays. Each record is a tuple, declared here
+# as a table of named fields; the caller builds it with Table.pack (by name), and the compiled code reads a field
+# at its position (numba indexes a tuple by a constant at compile time, and a tuple costs about what its arrays
+# cost as separate arguments).
+LAYOUT_ARRAYS = _table(
+    "record: a layout table's arrays",
+    ("index", "(N,) open-addressed index from a placement's hash to its layout id (EMPTY_SLOT where free)"),
+    ("layout_f", "(L, LAYOUT_FLOATS) each layout's floats"),
+    ("layout_i", "(L, LAYOUT_INTS) each layout's ints"),
+    ("arrays", "the layouts' variable-length lines, one after another"),
+    ("places", "the layouts' placements: regions then stages, one after another"),
+)
+LA_INDEX, LA_LAYOUT_F, LA_LAYOUT_I, LA_ARRAYS, LA_PLACES = LAYOUT_ARRAYS.positions(
+    "index", "layout_f", "layout_i", "arrays", "places"
+)
+LAYOUT_JOB = _table(
+    "record: the job profile a layout times",
+    ("forward_r", "(R,) a stage's forward time per micro-batch on each region's GPUs, s"),
+    ("backward_ratio", "backward time ÷ forward time"),
+    ("activation_bytes", "a boundary's message inside a region, bytes"),
+    ("wan_message_bytes", "a boundary's message between regions, bytes"),
+    ("allreduce_s", "the data-parallel all-reduce per iteration, s"),
+    ("microbatches", "M"),
+    ("gpipe", "True for GPipe, False for 1F1B"),
+    ("tab_i", "pipeline.packed_path_tables(S, max(M − 1, 1)): ints"),
+    ("tab_f", "the same: floats"),
+    ("profile", "the layout table's id of the profile"),
+)
+(LJ_FORWARD_R, LJ_BACKWARD_RATIO, LJ_ACTIVATION_BYTES, LJ_WAN_MESSAGE_BYTES, LJ_ALLREDUCE_S, LJ_MICROBATCHES, LJ_GPIPE,
+ LJ_TAB_I, LJ_TAB_F, LJ_PROFILE) = LAYOUT_JOB.positions(
+    "forward_r", "backward_ratio", "activation_bytes", "wan_message_bytes", "allreduce_s", "microbatches", "gpipe",
+    "tab_i", "tab_f", "profile"
+)
+LAYOUT_NETWORK = _table(
+    "record: the links a layout is timed on",
+    ("line_gbps", "(R, R) each directed link's line rate, Gbit/s"),
+    ("latency", "(R, R) each link's one-way latency, s"),
+    ("intra_gbps", "a region's internal bandwidth, Gbit/s"),
+    ("intra_latency_s", "a region's internal latency, s"),
+)
+LN_LINE_GBPS, LN_LATENCY, LN_INTRA_GBPS, LN_INTRA_LATENCY_S = LAYOUT_NETWORK.positions(
+    "line_gbps", "latency", "intra_gbps", "intra_latency_s"
+)
+DECISION_STATE = _table(
+    "record: the cluster at a decision",
+    ("now_s", "the decision instant, s"),
+    ("free_gpus", "(R,) free GPUs per region"),
+    ("capacity", "(R, R) each directed link's capacity now, Gbit/s"),
+    ("link_load", "(R, R) each directed link's load now, Gbit/s"),
+)
+DS_NOW_S, DS_FREE_GPUS, DS_CAPACITY, DS_LINK_LOAD = DECISION_STATE.positions("now_s", "free_gpus", "capacity", "link_load")
+CANDIDATE_WORLD = _table(
+    "record: the world the candidate table prices",
+    ("links", "(2, R, R) link capacities (> 0 where linked) and latencies"),
+    ("region_f", "(5, R) per region: busy W per TFLOPS × PUE, idle W, busy W, PUE, GPU count"),
+    ("price_prefix", "(R, H + 1) the hourly price series' running integral (HourlyIntegral)"),
+    ("price_values", "(R, H) the hourly prices"),
+    ("carbon_prefix", "(R, H + 1) the same for carbon intensity"),
+    ("carbon_values", "(R, H) the hourly carbon intensities"),
+)
+CW_LINKS, CW_REGION_F, CW_PRICE_PREFIX, CW_PRICE_VALUES, CW_CARBON_PREFIX, CW_CARBON_VALUES = CANDIDATE_WORLD.positions(
+    "links", "region_f", "price_prefix", "price_values", "carbon_prefix", "carbon_values"
+)
+CANDIDATE_JOBS = _table(
+    "record: the jobs the candidate table places",
+    ("profile_f", "(P, PROFILE_FLOATS + R) per job profile"),
+    ("profile_i", "(P, PROFILE_INTS + R) per job profile"),
+    ("visible", "(Q,) the visible jobs' ids, in slot order"),
+    ("job_i", "(CANDIDATE_JOB_INTS, J) per job: its profile and iterations"),
+    ("job_run_s", "(J,) per job: its isolated duration, s"),
+    ("strategies", "(K,) the strategy codes of the columns (negative: a column the caller fills)"),
+)
+CJ_PROFILE_F, CJ_PROFILE_I, CJ_VISIBLE, CJ_JOB_I, CJ_JOB_RUN_S, CJ_STRATEGIES = CANDIDATE_JOBS.positions(
+    "profile_f", "profile_i", "visible", "job_i", "job_run_s", "strategies"
+)
+CANDIDATE_OUTPUT = _table(
+    "record: what the candidate table writes",
+    ("candidate_of", "(Q, K) the candidate behind each action (−1: masked)"),
+    ("candidate_f", "(C, CANDIDATE_FLOATS) each candidate's figures"),
+    ("candidate_place", "(C, 2R) each candidate's regions then stages"),
+    ("candidate_length", "(C,) each candidate's path length"),
+    ("misses", "(X, 2R + 2) the layouts the table lacks, or executor layouts to time (LayoutTable.time_requested)"),
+    ("mask", "(Q·K + 1,) the env's action mask"),
+)
+CO_CANDIDATE_OF, CO_CANDIDATE_F, CO_CANDIDATE_PLACE, CO_CANDIDATE_LENGTH, CO_MISSES, CO_MASK = CANDIDATE_OUTPUT.positions(
+    "candidate_of", "candidate_f", "candidate_place", "candidate_length", "misses", "mask"
+)
+ENCODER_EPISODE = _table(
+    "record: what the compiled encoder keeps for an episode",
+    ("template", "the flat observation with every constant feature written"),
+    ("constants_i", "ENCODER_INTS then its tail"),
+    ("constants_f", "ENCODER_FLOATS"),
+    ("hourly", "(H, R, 3) the regions' price, forecast and carbon features per hour"),
+    ("job_table", "(J, ENCODER_JOBS + 8) per job"),
+)
+EE_TEMPLATE, EE_CONSTANTS_I, EE_CONSTANTS_F, EE_HOURLY, EE_JOB_TABLE = ENCODER_EPISODE.positions(
+    "template", "constants_i", "constants_f", "hourly", "job_table"
+)
+ENCODER_STATE = _table(
+    "record: what the compiled encoder reads at a decision",
+    ("now_s", "the decision instant, s"),
+    ("hour", "the hour of the episode whose features apply"),
+    ("free_gpus", "(R,) free GPUs per region"),
+    ("link_load", "(R, R) each directed link's load, Gbit/s"),
+    ("utilization_base", "(R, R) what a link's load is divided by for its utilisation"),
+    ("num_waiting", "jobs waiting"),
+    ("num_running", "jobs running"),
+    ("gap_s", "the time a wait would skip, s"),
+)
+ES_NOW_S, ES_HOUR, ES_FREE_GPUS, ES_LINK_LOAD, ES_UTILIZATION_BASE, ES_NUM_WAITING, ES_NUM_RUNNING, ES_GAP_S = (
+    ENCODER_STATE.positions(
+        "now_s", "hour", "free_gpus", "link_load", "utilization_base", "num_waiting", "num_running", "gap_s"
+    )
+)
+ENCODER_CANDIDATES = _table(
+    "record: the candidate table the compiled encoder reads",
+    ("slot_jobs", "(Q,) the visible jobs' ids"),
+    ("candidate_of", "(Q, K) the candidate behind each action (−1: masked)"),
+    ("candidate_f", "(C, CANDIDATE_FLOATS) each candidate's figures"),
+    ("candidate_length", "(C,) each candidate's path length"),
+)
+EC_SLOT_JOBS, EC_CANDIDATE_OF, EC_CANDIDATE_F, EC_CANDIDATE_LENGTH = ENCODER_CANDIDATES.positions(
+    "slot_jobs", "candidate_of", "candidate_f", "candidate_length"
 )
 
 # -------------------------------------------------------------------------------------- the encoder's constants

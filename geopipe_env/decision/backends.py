@@ -33,7 +33,7 @@ from geopipe_env.scenario.types import Scenario
 from geopipe_env.simulation.simulator import ClusterSim
 from geopipe_env.decision.strategies import NO_TWIN, candidate_row, compiled_codes, named_placement
 from geopipe_env.base.tables import (
-    C_CARBON, C_COST, C_DEMAND, C_DURATION, C_ITERATION, C_RATE, C_SCHEDULE, C_STALLED, J_ITERATIONS, J_PROFILE,
+    CANDIDATE_JOBS, CANDIDATE_OUTPUT, CANDIDATE_WORLD, DECISION_STATE, C_CARBON, C_COST, C_DEMAND, C_DURATION, C_ITERATION, C_RATE, C_SCHEDULE, C_STALLED, J_ITERATIONS, J_PROFILE,
     NUM_CANDIDATE_FLOATS, P_FITS, P_MICROBATCHES, P_STAGE_GPUS, P_STAGES, P_TABLE_ID, PF_ADMIT_PER_FORWARD,
     PF_BUSY_PER_FORWARD, PF_FORWARD, PF_WAN_BYTES,
 )
@@ -163,10 +163,12 @@ class CompiledBackend:
         self.profile_i[:, P_STAGE_GPUS] = [j.stage_gpus for j in first]
         self.profile_i[:, P_MICROBATCHES] = [j.num_microbatches for j in first]
         self.profile_i[:, P_FITS:] = [j.fits for j in first]
-        self._world = (
-            np.stack((w.bandwidth_gbps, w.latency_s)),
-            np.stack((w.busy_watts * w.pue / w.tflops, w.idle_watts, w.busy_watts, w.pue, w.num_gpus.astype(float))),
-            w.price.prefix_h, w.price.values, w.carbon.prefix_h, w.carbon.values,
+        self._world = CANDIDATE_WORLD.pack(
+            links=np.stack((w.bandwidth_gbps, w.latency_s)),
+            region_f=np.stack((w.busy_watts * w.pue / w.tflops, w.idle_watts, w.busy_watts, w.pue,
+                               w.num_gpus.astype(float))),
+            price_prefix=w.price.prefix_h, price_values=w.price.values,
+            carbon_prefix=w.carbon.prefix_h, carbon_values=w.carbon.values,
         )
         queue_slots = self.queue_slots
         # The pool per visible job (named strategies and single regions), then one row per Python-run strategy.
@@ -192,15 +194,18 @@ class CompiledBackend:
             self._profiles_of = self.layouts.profiles
             for p, j in enumerate(self._profile_job):
                 self.profile_i[p, P_TABLE_ID] = self.layouts.profile_id(sim.world.jobs[j])
-        rows = self.candidate_of[: self.num_slots]
+        state = DECISION_STATE.pack(now_s=sim.now_s, free_gpus=sim.free_gpus, capacity=sim.capacity_gbps,
+                                    link_load=sim.link_load_gbps)
+        jobs = CANDIDATE_JOBS.pack(profile_f=self.profile_f, profile_i=self.profile_i, visible=ids, job_i=self.job_i,
+                                   job_run_s=self.job_run_s, strategies=self.codes)
+        output = CANDIDATE_OUTPUT.pack(
+            candidate_of=self.candidate_of[: self.num_slots], candidate_f=self.candidate_f,
+            candidate_place=self.candidate_place, candidate_length=self.candidate_length, misses=self._misses,
+            mask=mask,
+        )
         while True:
             table = self.layouts
-            used, num_misses, launches = ck.candidate_table(
-                sim.now_s, sim.free_gpus, sim.capacity_gbps, sim.link_load_gbps, *self._world,
-                self.profile_f, self.profile_i, ids, self.job_i, self.job_run_s, self.codes,
-                table.index, table.layout_f, table.layout_i, table.arrays, table.places,
-                rows, self.candidate_f, self.candidate_place, self.candidate_length, self._misses, mask,
-            )
+            used, num_misses, launches = ck.candidate_table(state, self._world, jobs, table.record(), output)
             if not num_misses:
                 break
             num_regions = sim.world.num_regions

@@ -20,6 +20,10 @@ from geopipe_env.physics.network import is_stalled
 from geopipe_env.physics.pipeline import MODEL_EXECUTOR, iteration_total_s
 from geopipe_env.base.tables import (
     C_CARBON, C_COST, C_DEMAND, C_DURATION, C_ITERATION, C_RATE, C_STALLED, CAND_BANDWIDTH_SLACK, CAND_CARBON,
+    CJ_JOB_I, CJ_JOB_RUN_S, CJ_PROFILE_F, CJ_PROFILE_I, CJ_STRATEGIES, CJ_VISIBLE, CO_CANDIDATE_F, CO_CANDIDATE_LENGTH,
+    CO_CANDIDATE_OF, CO_CANDIDATE_PLACE, CO_MASK, CO_MISSES, CW_CARBON_PREFIX, CW_CARBON_VALUES, CW_LINKS,
+    CW_PRICE_PREFIX, CW_PRICE_VALUES, CW_REGION_F, DS_CAPACITY, DS_FREE_GPUS, DS_LINK_LOAD, DS_NOW_S, LA_ARRAYS,
+    LA_INDEX, LA_LAYOUT_F, LA_LAYOUT_I, LA_PLACES,
     CAND_COST, CAND_FEASIBLE, CAND_LOG_DURATION, CAND_LOG_ITERATION_VS_ISOLATED, CAND_SCHEDULE, CAND_STALLED,
     CAND_WAN_HOPS, C_SCHEDULE, J_ITERATIONS, J_PROFILE, LF_ALLREDUCE, LF_DEMAND, LF_MEMO_CADENCE, LF_MEMO_TOTAL, LF_WAN_BYTES, LI_KIND,
     LI_SCHEDULE, LI_WRAP,
@@ -251,48 +255,45 @@ def _same(regions_a: np.ndarray, stages_a: np.ndarray, length_a: int, regions_b:
 
 
 @jit
-def candidate_table(
-    now_s, free_gpus, capacity, link_load,
-    links, region_f, price_prefix, price_values, carbon_prefix, carbon_values,
-    profile_f, profile_i,
-    visible, job_i, job_run_s,
-    strategies,
-    index, layout_f, layout_i, arrays, places,
-    candidate_of, candidate_f, candidate_place, candidate_length, misses, mask,
-) -> tuple[int, int, int]:
+def candidate_table(state, world, jobs, layouts, output) -> tuple[int, int, int]:
     """The candidate table of the visible jobs (``strategies.candidate_row`` for each, in slot order).
 
     Args:
-        now_s, free_gpus (R,), capacity (R, R), link_load (R, R): the decision instant, free GPUs per region, and
-            each directed link's capacity and load (the strategies read what is left, ``max(capacity − load, 0)``).
-        links … carbon_values: the world: link capacities (> 0 where linked) and latencies (2, R, R); per region
-            (5, R) the GPUs' busy W per TFLOPS × PUE, idle and busy W, PUE, and its GPU count; and the hourly price and carbon
-            series as ``HourlyIntegral`` holds them (prefix (R, H+1) and values (R, H)). (Arrays are grouped so:
-            numba's dispatch costs about 0.1 µs per array argument.)
-        profile_f (P, 3 + R), profile_i (P, 4 + R): per job profile, its WAN message ``d·A`` in bytes, busy and
-            admission time per forward, then its forward time per region (``tables.PROFILE_FLOATS``); its
-            layout-table id, stage count, GPUs per stage and micro-batches, then its memory fit per region
-            (``tables.PROFILE_INTS``).
-        visible (Q,): the visible jobs' ids. job_i (2, J), job_run_s (J,): per job, its profile and iterations
-            (``tables.CANDIDATE_JOB_INTS`` rows) and its isolated duration (what BACE-Pipe's cost rank spreads the
-            price over).
-        strategies (K,): strategy codes (``BACE_PIPE`` … ``GREENEST``; a negative code leaves column k to the
-            caller).
-        index … places: a :class:`~geopipe_env.simulation.layout_table.LayoutTable`'s arrays.
-        candidate_of (Q, K): written, the candidate behind each action (−1: masked). candidate_f (C, 7),
-            candidate_place (C, 2R), candidate_length (C,): written, each candidate's figures
-            (``tables.CANDIDATE_FLOATS``),
-            regions and stages, and path length.
-        misses (X, 2R + 2): written, the (profile, length, regions, stages) of placements whose layout the table
-            lacks, and ``−1 − lay`` (first column) for executor layouts to time at the floor their row asks for
-            (``LayoutTable.time_requested``).
-        mask (A,): written (with no misses), the env's action mask: action ``slot·K + k`` valid where
-            ``candidate_of[slot, k] >= 0``, every other action invalid but the last (wait), which is valid.
+        state: ``tables.DECISION_STATE``: the decision instant, free GPUs per region, and each directed link's
+            capacity and load (the strategies read what is left, ``max(capacity − load, 0)``).
+        world: ``tables.CANDIDATE_WORLD``: link capacities and latencies, the regions' power figures, and the
+            hourly price and carbon series as ``HourlyIntegral`` holds them.
+        jobs: ``tables.CANDIDATE_JOBS``: per job profile, its WAN message ``d·A`` in bytes, busy and admission time
+            per forward, then its forward time per region (``tables.PROFILE_FLOATS``); its layout-table id, stage
+            count, GPUs per stage and micro-batches, then its memory fit per region (``tables.PROFILE_INTS``); the
+            visible jobs' ids; per job, its profile and iterations (``tables.CANDIDATE_JOB_INTS`` rows) and its
+            isolated duration (what BACE-Pipe's cost rank spreads the price over); the strategy codes
+            (``BACE_PIPE`` … ``GREENEST``; a negative code leaves column k to the caller).
+        layouts: ``tables.LAYOUT_ARRAYS`` of a :class:`~geopipe_env.simulation.layout_table.LayoutTable`.
+        output: ``tables.CANDIDATE_OUTPUT``, written: the candidate behind each action (−1: masked); each
+            candidate's figures (``tables.CANDIDATE_FLOATS``), regions and stages, and path length; the (profile,
+            length, regions, stages) of placements whose layout the table lacks, and ``−1 − lay`` (first column)
+            for executor layouts to time at the floor their row asks for (``LayoutTable.time_requested``); and
+            (with no misses) the env's action mask: action ``slot·K + k`` valid where ``candidate_of[slot, k] >=
+            0``, every other action invalid but the last (wait), which is valid.
 
     Returns:
         ``(candidates, misses, launches)``: how many rows of the first two were written, and how many actions
         launch a job. With misses the table is incomplete: add or time them and call again.
     """
+    now_s, free_gpus, capacity, link_load = (
+        state[DS_NOW_S], state[DS_FREE_GPUS], state[DS_CAPACITY], state[DS_LINK_LOAD]
+    )
+    links, region_f = world[CW_LINKS], world[CW_REGION_F]
+    price_prefix, price_values = world[CW_PRICE_PREFIX], world[CW_PRICE_VALUES]
+    carbon_prefix, carbon_values = world[CW_CARBON_PREFIX], world[CW_CARBON_VALUES]
+    profile_f, profile_i, visible = jobs[CJ_PROFILE_F], jobs[CJ_PROFILE_I], jobs[CJ_VISIBLE]
+    job_i, job_run_s, strategies = jobs[CJ_JOB_I], jobs[CJ_JOB_RUN_S], jobs[CJ_STRATEGIES]
+    index, layout_f, layout_i = layouts[LA_INDEX], layouts[LA_LAYOUT_F], layouts[LA_LAYOUT_I]
+    arrays, places = layouts[LA_ARRAYS], layouts[LA_PLACES]
+    candidate_of, candidate_f = output[CO_CANDIDATE_OF], output[CO_CANDIDATE_F]
+    candidate_place, candidate_length = output[CO_CANDIDATE_PLACE], output[CO_CANDIDATE_LENGTH]
+    misses, mask = output[CO_MISSES], output[CO_MASK]
     num_regions = free_gpus.shape[0]
     num_slots = visible.shape[0]
     bandwidth, latency = links[0], links[1]

@@ -31,7 +31,9 @@ from geopipe_env.physics.schedule import MAX_SCHEDULES, SCHEDULE_CODE_SCALE, spe
 from geopipe_env.simulation.simulator import ClusterSim
 from geopipe_env.base.tables import (
     CAND_BANDWIDTH_SLACK, CAND_CARBON, CAND_COST, CAND_FEASIBLE, CAND_LOG_DURATION, CAND_LOG_ITERATION_VS_ISOLATED,
-    CAND_SCHEDULE, JOB_SCHEDULES,
+    CAND_SCHEDULE, EC_CANDIDATE_F, EC_CANDIDATE_LENGTH, EC_CANDIDATE_OF, EC_SLOT_JOBS, EE_CONSTANTS_F, EE_CONSTANTS_I,
+    EE_HOURLY, EE_JOB_TABLE, EE_TEMPLATE, ES_FREE_GPUS, ES_GAP_S, ES_HOUR, ES_LINK_LOAD, ES_NOW_S, ES_NUM_RUNNING,
+    ES_NUM_WAITING, ES_UTILIZATION_BASE, JOB_SCHEDULES,
     CAND_STALLED, CAND_WAN_HOPS, F_C_REF, F_CARBON_REF, F_HORIZON, F_NUM_JOBS, F_NUM_LINKS, F_START_HOUR, F_T_REF,
     F_TOTAL_GPUS, G_GPU_UTILIZATION, G_HOUR_COS, G_HOUR_SIN, G_MEAN_LINK_UTILIZATION, G_QUEUE_BEYOND_WINDOW,
     G_RUNNING_JOBS, G_TIME_FRACTION, G_WAIT_GAP, I_CANDIDATES_AT, I_GLOBAL_AT, I_LINKS_AT, I_QUEUE_AT, I_REGIONS,
@@ -124,18 +126,23 @@ NUM_HEADER_INTS = len(tables.ENCODER_INTS)  # where the encoder's variable-width
 
 
 @jit
-def _encode_compiled(
-    template, out, constants_i, constants_f, free_gpus, hourly, hour, link_load, capacity, slot_jobs, job_table,
-    now_s, num_waiting, num_running, candidate_of, candidate_f, candidate_length, gap_s,
-) -> None:
+def _encode_compiled(episode, state, candidates, out) -> None:
     """:meth:`ObservationEncoder.encode_rows` of a compiled candidate table into the flat float32 ``out``,
     operation for operation (numpy's pairwise sums included), so the two observations are equal.
 
-    ``constants_i`` and ``constants_f`` hold the episode's constants (``tables.ENCODER_INTS``, ``ENCODER_FLOATS``). ``hourly`` (H, R, 3)
-    holds the regions' price, forecast and carbon features per hour, read at ``hour``. ``slot_jobs`` are the
-    visible jobs' ids, rows of ``job_table`` (J, 5 + 8) (``tables.ENCODER_JOBS``), and ``candidate_of`` (Q, K) the table's
-    candidates. ``gap_s`` is the time a wait would skip (:meth:`ObservationEncoder._gap_s`).
+    ``episode`` (``tables.ENCODER_EPISODE``) holds the episode's constants (``tables.ENCODER_INTS``,
+    ``ENCODER_FLOATS``), the regions' price, forecast and carbon features per hour, and the per-job table
+    (``tables.ENCODER_JOBS``); ``state`` (``tables.ENCODER_STATE``) the cluster at the decision, the hour whose
+    features apply and the time a wait would skip (:meth:`ObservationEncoder._gap_s`); ``candidates``
+    (``tables.ENCODER_CANDIDATES``) the visible jobs' ids and the candidate table.
     """
+    template, constants_i, constants_f = episode[EE_TEMPLATE], episode[EE_CONSTANTS_I], episode[EE_CONSTANTS_F]
+    hourly, job_table = episode[EE_HOURLY], episode[EE_JOB_TABLE]
+    now_s, hour, free_gpus = state[ES_NOW_S], state[ES_HOUR], state[ES_FREE_GPUS]
+    link_load, capacity = state[ES_LINK_LOAD], state[ES_UTILIZATION_BASE]
+    num_waiting, num_running, gap_s = state[ES_NUM_WAITING], state[ES_NUM_RUNNING], state[ES_GAP_S]
+    slot_jobs, candidate_of = candidates[EC_SLOT_JOBS], candidates[EC_CANDIDATE_OF]
+    candidate_f, candidate_length = candidates[EC_CANDIDATE_F], candidates[EC_CANDIDATE_LENGTH]
     out[:] = template
     n = constants_i[I_REGIONS]
     region_at, links_at, queue_at = constants_i[I_REGIONS_AT], constants_i[I_LINKS_AT], constants_i[I_QUEUE_AT]
@@ -266,6 +273,9 @@ class ObservationEncoder:
         self._constants_f[[F_T_REF, F_NUM_JOBS, F_TOTAL_GPUS, F_START_HOUR, F_HORIZON, F_NUM_LINKS, F_C_REF,
                            F_CARBON_REF]] = (t_ref_s, len(jobs), self.total_gpus, world.start_hour, world.horizon_s,
                                              self._num_links, c_ref_usd, self.carbon_ref_kg)
+        self._episode = tables.ENCODER_EPISODE.pack(template=self._template, constants_i=self._constants_i,
+                                                    constants_f=self._constants_f, hourly=self._hourly,
+                                                    job_table=self._job_table)
 
     @staticmethod
     def _world_constants(world: World, max_regions: int, queue_slots: int, num_strategies: int) -> tuple:
@@ -381,12 +391,14 @@ class ObservationEncoder:
         ``candidate_f`` and ``candidate_length``; see ``candidate_kernels.candidate_table``), in compiled code."""
         flat = np.empty_like(self._template)
         now = sim.now_s
-        _encode_compiled(
-            self._template, flat, self._constants_i, self._constants_f, sim.free_gpus, self._hourly,
-            min(int(now // SECONDS_PER_HOUR), self._last_hour), sim.link_load_gbps, self._utilization(sim),
-            visible_ids, self._job_table, now, len(queue), len(sim.running), candidate_of, candidate_f,
-            candidate_length, self._gap_s(sim),
+        state = tables.ENCODER_STATE.pack(
+            now_s=now, hour=min(int(now // SECONDS_PER_HOUR), self._last_hour), free_gpus=sim.free_gpus,
+            link_load=sim.link_load_gbps, utilization_base=self._utilization(sim), num_waiting=len(queue),
+            num_running=len(sim.running), gap_s=self._gap_s(sim),
         )
+        candidates = tables.ENCODER_CANDIDATES.pack(slot_jobs=visible_ids, candidate_of=candidate_of,
+                                                    candidate_f=candidate_f, candidate_length=candidate_length)
+        _encode_compiled(self._episode, state, candidates, flat)
         return {key: flat[part] for key, part in zip(self._keys, self._slices)}
 
     def _gap_s(self, sim: ClusterSim) -> float:

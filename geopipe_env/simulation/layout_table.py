@@ -24,7 +24,9 @@ from geopipe_env.physics.pipeline import (
 )
 from geopipe_env.simulation.simulator import ClusterSim
 from geopipe_env.base.tables import (
-    LAYOUT_FLOATS, LAYOUT_INTS, LF_ALLREDUCE, LF_BASE, LF_CONSTANT, LF_DEMAND, LF_LAST_STAGE, LF_MEMO_CADENCE,
+    LA_ARRAYS, LA_INDEX, LA_LAYOUT_F, LA_LAYOUT_I, LA_PLACES, LAYOUT_ARRAYS, LAYOUT_JOB, LAYOUT_NETWORK, LJ_ACTIVATION_BYTES,
+    LJ_ALLREDUCE_S, LJ_BACKWARD_RATIO, LJ_FORWARD_R, LJ_GPIPE, LJ_MICROBATCHES, LJ_PROFILE, LJ_TAB_F, LJ_TAB_I,
+    LJ_WAN_MESSAGE_BYTES, LN_INTRA_GBPS, LN_INTRA_LATENCY_S, LN_LATENCY, LN_LINE_GBPS, LAYOUT_FLOATS, LAYOUT_INTS, LF_ALLREDUCE, LF_BASE, LF_CONSTANT, LF_DEMAND, LF_LAST_STAGE, LF_MEMO_CADENCE,
     LF_MEMO_TOTAL, LF_WAN_BYTES, LI_ARRAYS, LI_HOPS, LI_KIND, LI_M, LI_PATH, LI_PROFILE, LI_SCHEDULE, LI_SEGMENTS,
     LI_TAILS, LI_WRAP, TAB_PRE, TAB_SEGMENT, TAB_TAIL_REST,
 )
@@ -74,6 +76,12 @@ class LayoutTable:
             pid = self.profiles[job.profile_key] = len(self.profiles)
         return pid
 
+    def record(self) -> tuple:
+        """The table's arrays as the compiled code takes them (``tables.LAYOUT_ARRAYS``). Build it again after
+        :meth:`add`, which may grow them."""
+        return LAYOUT_ARRAYS.pack(index=self.index, layout_f=self.layout_f, layout_i=self.layout_i,
+                                  arrays=self.arrays, places=self.places)
+
     def full(self) -> bool:
         return self.num_layouts >= MAX_TABLE_LAYOUTS or self._arrays_used >= MAX_TABLE_FLOATS
 
@@ -118,11 +126,16 @@ class LayoutTable:
         if self.index is not index:  # a grown index: the placement's free slot moved
             slot = find_layout(self.index, self.layout_i, self.places, pid, regions, stages, length)[1]
         world, net = sim.world, sim.world.scenario.network
+        profile = LAYOUT_JOB.pack(
+            forward_r=job.forward_s, backward_ratio=job.backward_ratio, activation_bytes=job.intra_message_bytes,
+            wan_message_bytes=job.wan_message_bytes, allreduce_s=job.allreduce_s, microbatches=m, gpipe=gpipe,
+            tab_i=tab_i, tab_f=tab_f, profile=pid,
+        )
+        network = LAYOUT_NETWORK.pack(line_gbps=sim.capacity_gbps, latency=world.latency_s,
+                                      intra_gbps=float(net.intra_bandwidth_gbps),
+                                      intra_latency_s=float(net.intra_latency_s))
         self._arrays_used, self._places_used = store_layout(
-            job.forward_s, job.backward_ratio, job.intra_message_bytes, job.wan_message_bytes, job.allreduce_s, m,
-            gpipe, regions, stages, length, sim.capacity_gbps, world.latency_s, float(net.intra_bandwidth_gbps),
-            float(net.intra_latency_s), tab_i, tab_f, pid, slot, self.index, self.layout_f, self.layout_i, self.arrays,
-            self._arrays_used, self.places, self._places_used, lay,
+            profile, regions, stages, length, network, self.record(), slot, lay, self._arrays_used, self._places_used,
         )
         return lay
 
@@ -211,19 +224,26 @@ def write_model(forward, backward, transfer, hop_latency, m, gpipe, tab_i, tab_f
 
 
 @jit
-def store_layout(forward_r, backward_ratio, activation_bytes, wan_message_bytes, allreduce_s, m, gpipe, regions,
-                 stages, length, line_gbps, latency, intra_gbps, intra_latency_s, tab_i, tab_f, profile, slot, index,
-                 layout_f, layout_i, arrays, arrays_used, places, places_used, lay):
+def store_layout(profile, regions, stages, length, network, layouts, slot, lay, arrays_used, places_used):
     """Time a job profile's placement and store it as layout ``lay`` of a layout table, indexed at ``slot`` or the
     next free one: its pipeline (``pipeline.stage_arrays``), its model taken apart (:func:`write_model`), its
     no-stall demand (``pipeline.demand_gbps``), all-reduce time and WAN message, in one call.
 
-    ``forward_r`` (R,) is the profile's forward time per micro-batch of a stage on each region's GPUs (the backward
-    takes ``backward_ratio`` of it), ``activation_bytes`` its message inside a region; ``regions``
-    and ``stages`` (their first ``length`` entries) the placement; ``line_gbps`` and ``latency`` (R, R) the links;
-    ``tab_i``, ``tab_f`` the profile's ``pipeline.packed_path_tables(S, max(M − 1, 1))``. The table's arrays must
-    have room for the layout (:meth:`LayoutTable.add` grows them). Returns the floats and ints then used.
+    ``profile`` is the job profile (``tables.LAYOUT_JOB``: among others its forward time per micro-batch of a stage
+    on each region's GPUs, the backward's ratio to it, and its ``pipeline.packed_path_tables(S, max(M − 1, 1))``);
+    ``regions`` and ``stages`` (their first ``length`` entries) the placement; ``network`` the links
+    (``tables.LAYOUT_NETWORK``); ``layouts`` the table's arrays (``tables.LAYOUT_ARRAYS``), which must have room for
+    the layout (:meth:`LayoutTable.add` grows them), with ``arrays_used`` floats and ``places_used`` ints in use.
+    Returns the floats and ints then used.
     """
+    forward_r, backward_ratio = profile[LJ_FORWARD_R], profile[LJ_BACKWARD_RATIO]
+    activation_bytes, wan_message_bytes = profile[LJ_ACTIVATION_BYTES], profile[LJ_WAN_MESSAGE_BYTES]
+    allreduce_s, m, gpipe = profile[LJ_ALLREDUCE_S], profile[LJ_MICROBATCHES], profile[LJ_GPIPE]
+    tab_i, tab_f = profile[LJ_TAB_I], profile[LJ_TAB_F]
+    line_gbps, latency = network[LN_LINE_GBPS], network[LN_LATENCY]
+    intra_gbps, intra_latency_s = network[LN_INTRA_GBPS], network[LN_INTRA_LATENCY_S]
+    index, layout_f, layout_i = layouts[LA_INDEX], layouts[LA_LAYOUT_F], layouts[LA_LAYOUT_I]
+    arrays, places = layouts[LA_ARRAYS], layouts[LA_PLACES]
     forward, transfer, hop_latency, _ = stage_arrays(
         forward_r, activation_bytes, wan_message_bytes, regions, stages, length, line_gbps, latency, intra_gbps,
         intra_latency_s,
@@ -236,7 +256,7 @@ def store_layout(forward_r, backward_ratio, activation_bytes, wan_message_bytes,
                               arrays_used)
     row[LF_ALLREDUCE], row[LF_WAN_BYTES] = allreduce_s, wan_message_bytes
     row[LF_DEMAND] = demand_gbps(forward, backward, wan_message_bytes, gpipe, 1.0)
-    ints[LI_PROFILE], ints[LI_PATH], ints[LI_HOPS] = profile, places_used, length - 1
+    ints[LI_PROFILE], ints[LI_PATH], ints[LI_HOPS] = profile[LJ_PROFILE], places_used, length - 1
     places[places_used:places_used + length] = regions[:length]
     places[places_used + length:places_used + 2 * length] = stages[:length]
     index_layout(index, slot, lay)
