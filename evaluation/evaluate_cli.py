@@ -23,13 +23,14 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from geopipe_baselines import SLOW_REFERENCES, policy_names
 from geopipe_evaluation.cli import OneLineErrorParser, command_line, int_at_least
 from geopipe_evaluation.episodes import run_episodes
 from geopipe_baselines.policy import DEFAULT_SEED_START
 from geopipe_evaluation.report import (
-    RESULTS_FILES, check_output_folder, improvement_table, markdown_tables, paired_tables, provenance, write_csv,
+    RESULTS_FILES, check_output_folder, fails, improvement_table, markdown_tables, paired_tables, provenance, write_csv,
     write_json,
 )
 from geopipe_evaluation.specs import (
@@ -90,6 +91,12 @@ def earlier_evaluation(out: Path) -> list[Path]:
     return sorted({*(out / name for name in RESULTS_FILES if (out / name).is_file()), *figures})
 
 
+def _as_dicts(differences: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, dict[str, dict]]]:
+    """:func:`paired_differences`'s comparisons as plain dicts, for the results file."""
+    return {env: {subject: {other: c._asdict() for other, c in others.items()} for subject, others in by_subject.items()}
+            for env, by_subject in differences.items()}
+
+
 def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     """Run the evaluation that ``argv`` asks for; 0 on success (bad input exits 2 with a one-line message)."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -141,6 +148,11 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     subjects = learned or [REFERENCE_POLICY]
     differences = paired_differences(rows, subjects)
     print(paired_tables(differences))
+    # In envs whose GPUs fail, goodput too (higher is better), as its own family of comparisons.
+    failing = [env for env, policies in summary.items() if fails(policies)]
+    goodput = paired_differences([r for r in rows if r["env"] in failing], subjects, "goodput") if failing else {}
+    if goodput:
+        print(paired_tables(goodput, "goodput"))
     # Probabilities of improvement are free of each env's scale of returns, so they can be pooled over envs.
     across_envs = improvement_across_envs(rows, subjects) if len(envs) > 1 else {}
     if any(across_envs.values()):
@@ -160,10 +172,8 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
         "cost_weight": args.cost_weight,
         "workers": args.workers,
         **provenance(),
-        "paired_return_differences": {
-            env: {subject: {other: c._asdict() for other, c in others.items()} for subject, others in by_subject.items()}
-            for env, by_subject in differences.items()
-        },
+        "paired_return_differences": _as_dicts(differences),
+        **({"paired_goodput_differences": _as_dicts(goodput)} if goodput else {}),
         "probability_of_improvement_across_envs": {
             subject: {other: est._asdict() for other, est in others.items()} for subject, others in across_envs.items()
         },

@@ -134,6 +134,12 @@ def _bracket(low: float, high: float, fmt: str = "+.3f") -> str:
     return f"[{low:{fmt}}, {high:{fmt}}]" if math.isfinite(low) and math.isfinite(high) else ""
 
 
+def fails(policies: dict[str, dict[str, Any]]) -> bool:
+    """Whether an env's GPUs failed in the evaluation: some policy's jobs were interrupted (``policies`` is one env's
+    part of :func:`~geopipe_evaluation.summary.summarize`)."""
+    return any(stats.get("interruptions_per_job", {}).get("mean", 0.0) > 0.0 for stats in policies.values())
+
+
 def markdown_tables(summary: dict[str, Any], seeds: Sequence[int], reference: str = REFERENCE_POLICY) -> str:
     """Markdown tables per env (``TABLE_GROUPS``): mean ± 95% CI per metric, with the % change vs ``reference`` in
     brackets; the last table ends with the return's IQM and its bootstrap interval."""
@@ -143,8 +149,7 @@ def markdown_tables(summary: dict[str, Any], seeds: Sequence[int], reference: st
         change = (f"; (±x%): change of the mean vs {reference}, same seeds (left out beyond ±1000%: a reference near "
                   "zero)") if reference in policies else ""
         lines = [f"### {env}: {len(seeds)} episode(s), {seed_text}", "", f"Mean ± {CONFIDENCE:.0%} CI (t){change}."]
-        fails = any(stats.get("interruptions_per_job", {}).get("mean", 0.0) > 0.0 for stats in policies.values())
-        groups = (*TABLE_GROUPS[:-1], FAILURE_GROUP, TABLE_GROUPS[-1]) if fails else TABLE_GROUPS
+        groups = (*TABLE_GROUPS[:-1], FAILURE_GROUP, TABLE_GROUPS[-1]) if fails(policies) else TABLE_GROUPS
         for i, group in enumerate(groups):
             last = i == len(groups) - 1
             headers = [header for _, header in group] + (["return IQM"] if last else [])

@@ -4,6 +4,7 @@ validation against the published failure rates and the Young/Daly analytic goodp
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 
 import numpy as np
@@ -192,10 +193,15 @@ def test_the_evaluation_reports_goodput_for_a_world_whose_gpus_fail(tmp_path, ca
     assert main(["--env", str(path), *args, "--out", str(tmp_path / "failing")]) == 0
     out = capsys.readouterr().out
     assert "| policy | goodput | GPU-h lost to failures | interruptions per job |" in out
+    assert "small-failing.yaml: paired goodput difference, bace-pipe − policy, same seeds" in out
     header = (tmp_path / "failing" / "results.csv").read_text().splitlines()[0].split(",")
     assert {"goodput", "gpu_hours_lost_to_failures", "interruptions_per_job"} <= set(header)
+    results = json.loads((tmp_path / "failing" / "results.json").read_text())
+    (by_subject,) = results["paired_goodput_differences"].values()
+    assert by_subject["bace-pipe"]["sjf"]["n"] == 2
     assert main(["--env", "GeoPipe-Small-v0", *args, "--out", str(tmp_path / "plain")]) == 0
     assert "goodput" not in capsys.readouterr().out
+    assert "paired_goodput_differences" not in json.loads((tmp_path / "plain" / "results.json").read_text())
 
 
 def test_gpu_hours_count_only_the_runs():

@@ -52,11 +52,15 @@ class Table(NamedTuple):
     def pack(self, **fields):
         """A record of this table (one declared below as a packed record): its fields as a tuple in the declared
         order, each given by name, every one of them."""
-        if len(fields) != len(self.columns):
+        try:
+            record = tuple([fields[column.name] for column in self.columns])
+        except KeyError:
+            record = ()
+        if len(record) != len(fields):
             missing = sorted(set(self.names) - set(fields))
             unknown = sorted(set(fields) - set(self.names))
             raise ValueError(f"record {self.name!r}: give every field once (missing {missing}, unknown {unknown})")
-        return tuple([fields[name] for name in self.names])
+        return record
 
 
 def _table(name: str, *columns: tuple[str, str], tail: str = "") -> Table:
@@ -372,28 +376,26 @@ CW_LINKS, CW_REGION_F, CW_PRICE_PREFIX, CW_PRICE_VALUES, CW_CARBON_PREFIX, CW_CA
     "links", "region_f", "price_prefix", "price_values", "carbon_prefix", "carbon_values"
 )
 CANDIDATE_JOBS = _table(
-    "record: the jobs the candidate table places",
+    "record: an episode's jobs, as the candidate table reads them",
     ("profile_f", "(P, PROFILE_FLOATS + R) per job profile"),
     ("profile_i", "(P, PROFILE_INTS + R) per job profile"),
-    ("visible", "(Q,) the visible jobs' ids, in slot order"),
     ("job_i", "(CANDIDATE_JOB_INTS, J) per job: its profile and iterations"),
     ("job_run_s", "(J,) per job: its isolated duration, s"),
     ("strategies", "(K,) the strategy codes of the columns (negative: a column the caller fills)"),
 )
-CJ_PROFILE_F, CJ_PROFILE_I, CJ_VISIBLE, CJ_JOB_I, CJ_JOB_RUN_S, CJ_STRATEGIES = CANDIDATE_JOBS.positions(
-    "profile_f", "profile_i", "visible", "job_i", "job_run_s", "strategies"
+CJ_PROFILE_F, CJ_PROFILE_I, CJ_JOB_I, CJ_JOB_RUN_S, CJ_STRATEGIES = CANDIDATE_JOBS.positions(
+    "profile_f", "profile_i", "job_i", "job_run_s", "strategies"
 )
 CANDIDATE_OUTPUT = _table(
-    "record: what the candidate table writes",
-    ("candidate_of", "(Q, K) the candidate behind each action (−1: masked)"),
+    "record: the candidate table, written by the candidate table's kernel and read by the encoder",
+    ("candidate_of", "(Q, K) the candidate behind each action (−1: masked); rows past the visible jobs' stay −1"),
     ("candidate_f", "(C, CANDIDATE_FLOATS) each candidate's figures"),
     ("candidate_place", "(C, 2R) each candidate's regions then stages"),
     ("candidate_length", "(C,) each candidate's path length"),
     ("misses", "(X, 2R + 2) the layouts the table lacks, or executor layouts to time (LayoutTable.time_requested)"),
-    ("mask", "(Q·K + 1,) the env's action mask"),
 )
-CO_CANDIDATE_OF, CO_CANDIDATE_F, CO_CANDIDATE_PLACE, CO_CANDIDATE_LENGTH, CO_MISSES, CO_MASK = CANDIDATE_OUTPUT.positions(
-    "candidate_of", "candidate_f", "candidate_place", "candidate_length", "misses", "mask"
+CO_CANDIDATE_OF, CO_CANDIDATE_F, CO_CANDIDATE_PLACE, CO_CANDIDATE_LENGTH, CO_MISSES = CANDIDATE_OUTPUT.positions(
+    "candidate_of", "candidate_f", "candidate_place", "candidate_length", "misses"
 )
 ENCODER_EPISODE = _table(
     "record: what the compiled encoder keeps for an episode",
@@ -422,17 +424,6 @@ ES_NOW_S, ES_HOUR, ES_FREE_GPUS, ES_LINK_LOAD, ES_UTILIZATION_BASE, ES_NUM_WAITI
         "now_s", "hour", "free_gpus", "link_load", "utilization_base", "num_waiting", "num_running", "gap_s"
     )
 )
-ENCODER_CANDIDATES = _table(
-    "record: the candidate table the compiled encoder reads",
-    ("slot_jobs", "(Q,) the visible jobs' ids"),
-    ("candidate_of", "(Q, K) the candidate behind each action (−1: masked)"),
-    ("candidate_f", "(C, CANDIDATE_FLOATS) each candidate's figures"),
-    ("candidate_length", "(C,) each candidate's path length"),
-)
-EC_SLOT_JOBS, EC_CANDIDATE_OF, EC_CANDIDATE_F, EC_CANDIDATE_LENGTH = ENCODER_CANDIDATES.positions(
-    "slot_jobs", "candidate_of", "candidate_f", "candidate_length"
-)
-
 # -------------------------------------------------------------------------------------- the encoder's constants
 # The compiled encoder's constants, grouped into one int and one float array (numba's dispatch costs about 30 ns
 # per number and 0.1 µs per array argument).

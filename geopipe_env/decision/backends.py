@@ -178,6 +178,11 @@ class CompiledBackend:
         self.candidate_place = np.zeros((rows, 2 * num_regions), dtype=np.int64)  # (C, 2R)
         self.candidate_length = np.zeros(rows, dtype=np.int64)  # (C,)
         self._misses = np.zeros((rows, 2 * num_regions + 2), dtype=np.int64)  # (X, 2R + 2)
+        self._jobs = CANDIDATE_JOBS.pack(profile_f=self.profile_f, profile_i=self.profile_i, job_i=self.job_i,
+                                         job_run_s=self.job_run_s, strategies=self.codes)
+        self.output = CANDIDATE_OUTPUT.pack(candidate_of=self.candidate_of, candidate_f=self.candidate_f,
+                                            candidate_place=self.candidate_place,
+                                            candidate_length=self.candidate_length, misses=self._misses)
         self.num_slots = 0  # visible jobs at the last decision
         self._profiles_of: dict | None = None  # the layout table's profile dict that profile_i holds ids of
         self.visible_ids = np.zeros(0, dtype=np.int64)  # their job ids
@@ -196,16 +201,10 @@ class CompiledBackend:
                 self.profile_i[p, P_TABLE_ID] = self.layouts.profile_id(sim.world.jobs[j])
         state = DECISION_STATE.pack(now_s=sim.now_s, free_gpus=sim.free_gpus, capacity=sim.capacity_gbps,
                                     link_load=sim.link_load_gbps)
-        jobs = CANDIDATE_JOBS.pack(profile_f=self.profile_f, profile_i=self.profile_i, visible=ids, job_i=self.job_i,
-                                   job_run_s=self.job_run_s, strategies=self.codes)
-        output = CANDIDATE_OUTPUT.pack(
-            candidate_of=self.candidate_of[: self.num_slots], candidate_f=self.candidate_f,
-            candidate_place=self.candidate_place, candidate_length=self.candidate_length, misses=self._misses,
-            mask=mask,
-        )
         while True:
             table = self.layouts
-            used, num_misses, launches = ck.candidate_table(state, self._world, jobs, table.record(), output)
+            used, num_misses, launches = ck.candidate_table(state, self._world, self._jobs, ids, table.record,
+                                                            self.output, mask)
             if not num_misses:
                 break
             num_regions = sim.world.num_regions
@@ -281,5 +280,4 @@ class CompiledBackend:
         return [[self.info(slot, k) for k in range(self.codes.size)] for slot in range(self.num_slots)]
 
     def observe(self, queue: list[int]) -> dict[str, np.ndarray]:
-        return self.encoder.encode_table(self.sim, queue, self.visible_ids, self.candidate_of, self.candidate_f,
-                                         self.candidate_length)
+        return self.encoder.encode_table(self.sim, queue, self.visible_ids, self.output)

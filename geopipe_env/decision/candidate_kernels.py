@@ -20,8 +20,8 @@ from geopipe_env.physics.network import is_stalled
 from geopipe_env.physics.pipeline import MODEL_EXECUTOR, iteration_total_s
 from geopipe_env.base.tables import (
     C_CARBON, C_COST, C_DEMAND, C_DURATION, C_ITERATION, C_RATE, C_STALLED, CAND_BANDWIDTH_SLACK, CAND_CARBON,
-    CJ_JOB_I, CJ_JOB_RUN_S, CJ_PROFILE_F, CJ_PROFILE_I, CJ_STRATEGIES, CJ_VISIBLE, CO_CANDIDATE_F, CO_CANDIDATE_LENGTH,
-    CO_CANDIDATE_OF, CO_CANDIDATE_PLACE, CO_MASK, CO_MISSES, CW_CARBON_PREFIX, CW_CARBON_VALUES, CW_LINKS,
+    CJ_JOB_I, CJ_JOB_RUN_S, CJ_PROFILE_F, CJ_PROFILE_I, CJ_STRATEGIES, CO_CANDIDATE_F, CO_CANDIDATE_LENGTH,
+    CO_CANDIDATE_OF, CO_CANDIDATE_PLACE, CO_MISSES, CW_CARBON_PREFIX, CW_CARBON_VALUES, CW_LINKS,
     CW_PRICE_PREFIX, CW_PRICE_VALUES, CW_REGION_F, DS_CAPACITY, DS_FREE_GPUS, DS_LINK_LOAD, DS_NOW_S, LA_ARRAYS,
     LA_INDEX, LA_LAYOUT_F, LA_LAYOUT_I, LA_PLACES,
     CAND_COST, CAND_FEASIBLE, CAND_LOG_DURATION, CAND_LOG_ITERATION_VS_ISOLATED, CAND_SCHEDULE, CAND_STALLED,
@@ -255,7 +255,7 @@ def _same(regions_a: np.ndarray, stages_a: np.ndarray, length_a: int, regions_b:
 
 
 @jit
-def candidate_table(state, world, jobs, layouts, output) -> tuple[int, int, int]:
+def candidate_table(state, world, jobs, visible, layouts, output, mask) -> tuple[int, int, int]:
     """The candidate table of the visible jobs (``strategies.candidate_row`` for each, in slot order).
 
     Args:
@@ -265,17 +265,18 @@ def candidate_table(state, world, jobs, layouts, output) -> tuple[int, int, int]
             hourly price and carbon series as ``HourlyIntegral`` holds them.
         jobs: ``tables.CANDIDATE_JOBS``: per job profile, its WAN message ``d·A`` in bytes, busy and admission time
             per forward, then its forward time per region (``tables.PROFILE_FLOATS``); its layout-table id, stage
-            count, GPUs per stage and micro-batches, then its memory fit per region (``tables.PROFILE_INTS``); the
-            visible jobs' ids; per job, its profile and iterations (``tables.CANDIDATE_JOB_INTS`` rows) and its
-            isolated duration (what BACE-Pipe's cost rank spreads the price over); the strategy codes
-            (``BACE_PIPE`` … ``GREENEST``; a negative code leaves column k to the caller).
+            count, GPUs per stage and micro-batches, then its memory fit per region (``tables.PROFILE_INTS``); per
+            job, its profile and iterations (``tables.CANDIDATE_JOB_INTS`` rows) and its isolated duration (what
+            BACE-Pipe's cost rank spreads the price over); the strategy codes (``BACE_PIPE`` … ``GREENEST``; a
+            negative code leaves column k to the caller).
+        visible (Q',): the visible jobs' ids, in slot order.
         layouts: ``tables.LAYOUT_ARRAYS`` of a :class:`~geopipe_env.simulation.layout_table.LayoutTable`.
         output: ``tables.CANDIDATE_OUTPUT``, written: the candidate behind each action (−1: masked); each
             candidate's figures (``tables.CANDIDATE_FLOATS``), regions and stages, and path length; the (profile,
             length, regions, stages) of placements whose layout the table lacks, and ``−1 − lay`` (first column)
-            for executor layouts to time at the floor their row asks for (``LayoutTable.time_requested``); and
-            (with no misses) the env's action mask: action ``slot·K + k`` valid where ``candidate_of[slot, k] >=
-            0``, every other action invalid but the last (wait), which is valid.
+            for executor layouts to time at the floor their row asks for (``LayoutTable.time_requested``).
+        mask (Q·K + 1,): written (with no misses), the env's action mask: action ``slot·K + k`` valid where
+            ``candidate_of[slot, k] >= 0``, every other action invalid but the last (wait), which is valid.
 
     Returns:
         ``(candidates, misses, launches)``: how many rows of the first two were written, and how many actions
@@ -287,13 +288,13 @@ def candidate_table(state, world, jobs, layouts, output) -> tuple[int, int, int]
     links, region_f = world[CW_LINKS], world[CW_REGION_F]
     price_prefix, price_values = world[CW_PRICE_PREFIX], world[CW_PRICE_VALUES]
     carbon_prefix, carbon_values = world[CW_CARBON_PREFIX], world[CW_CARBON_VALUES]
-    profile_f, profile_i, visible = jobs[CJ_PROFILE_F], jobs[CJ_PROFILE_I], jobs[CJ_VISIBLE]
+    profile_f, profile_i = jobs[CJ_PROFILE_F], jobs[CJ_PROFILE_I]
     job_i, job_run_s, strategies = jobs[CJ_JOB_I], jobs[CJ_JOB_RUN_S], jobs[CJ_STRATEGIES]
     index, layout_f, layout_i = layouts[LA_INDEX], layouts[LA_LAYOUT_F], layouts[LA_LAYOUT_I]
     arrays, places = layouts[LA_ARRAYS], layouts[LA_PLACES]
     candidate_of, candidate_f = output[CO_CANDIDATE_OF], output[CO_CANDIDATE_F]
     candidate_place, candidate_length = output[CO_CANDIDATE_PLACE], output[CO_CANDIDATE_LENGTH]
-    misses, mask = output[CO_MISSES], output[CO_MASK]
+    misses = output[CO_MISSES]
     num_regions = free_gpus.shape[0]
     num_slots = visible.shape[0]
     bandwidth, latency = links[0], links[1]

@@ -31,7 +31,7 @@ from geopipe_env.physics.schedule import MAX_SCHEDULES, SCHEDULE_CODE_SCALE, spe
 from geopipe_env.simulation.simulator import ClusterSim
 from geopipe_env.base.tables import (
     CAND_BANDWIDTH_SLACK, CAND_CARBON, CAND_COST, CAND_FEASIBLE, CAND_LOG_DURATION, CAND_LOG_ITERATION_VS_ISOLATED,
-    CAND_SCHEDULE, EC_CANDIDATE_F, EC_CANDIDATE_LENGTH, EC_CANDIDATE_OF, EC_SLOT_JOBS, EE_CONSTANTS_F, EE_CONSTANTS_I,
+    CAND_SCHEDULE, CO_CANDIDATE_F, CO_CANDIDATE_LENGTH, CO_CANDIDATE_OF, EE_CONSTANTS_F, EE_CONSTANTS_I,
     EE_HOURLY, EE_JOB_TABLE, EE_TEMPLATE, ES_FREE_GPUS, ES_GAP_S, ES_HOUR, ES_LINK_LOAD, ES_NOW_S, ES_NUM_RUNNING,
     ES_NUM_WAITING, ES_UTILIZATION_BASE, JOB_SCHEDULES,
     CAND_STALLED, CAND_WAN_HOPS, F_C_REF, F_CARBON_REF, F_HORIZON, F_NUM_JOBS, F_NUM_LINKS, F_START_HOUR, F_T_REF,
@@ -126,23 +126,23 @@ NUM_HEADER_INTS = len(tables.ENCODER_INTS)  # where the encoder's variable-width
 
 
 @jit
-def _encode_compiled(episode, state, candidates, out) -> None:
+def _encode_compiled(episode, state, slot_jobs, table, out) -> None:
     """:meth:`ObservationEncoder.encode_rows` of a compiled candidate table into the flat float32 ``out``,
     operation for operation (numpy's pairwise sums included), so the two observations are equal.
 
     ``episode`` (``tables.ENCODER_EPISODE``) holds the episode's constants (``tables.ENCODER_INTS``,
     ``ENCODER_FLOATS``), the regions' price, forecast and carbon features per hour, and the per-job table
     (``tables.ENCODER_JOBS``); ``state`` (``tables.ENCODER_STATE``) the cluster at the decision, the hour whose
-    features apply and the time a wait would skip (:meth:`ObservationEncoder._gap_s`); ``candidates``
-    (``tables.ENCODER_CANDIDATES``) the visible jobs' ids and the candidate table.
+    features apply and the time a wait would skip (:meth:`ObservationEncoder._gap_s`); ``slot_jobs`` the visible
+    jobs' ids, and ``table`` the candidate table (``tables.CANDIDATE_OUTPUT``).
     """
     template, constants_i, constants_f = episode[EE_TEMPLATE], episode[EE_CONSTANTS_I], episode[EE_CONSTANTS_F]
     hourly, job_table = episode[EE_HOURLY], episode[EE_JOB_TABLE]
     now_s, hour, free_gpus = state[ES_NOW_S], state[ES_HOUR], state[ES_FREE_GPUS]
     link_load, capacity = state[ES_LINK_LOAD], state[ES_UTILIZATION_BASE]
     num_waiting, num_running, gap_s = state[ES_NUM_WAITING], state[ES_NUM_RUNNING], state[ES_GAP_S]
-    slot_jobs, candidate_of = candidates[EC_SLOT_JOBS], candidates[EC_CANDIDATE_OF]
-    candidate_f, candidate_length = candidates[EC_CANDIDATE_F], candidates[EC_CANDIDATE_LENGTH]
+    candidate_of, candidate_f = table[CO_CANDIDATE_OF], table[CO_CANDIDATE_F]
+    candidate_length = table[CO_CANDIDATE_LENGTH]
     out[:] = template
     n = constants_i[I_REGIONS]
     region_at, links_at, queue_at = constants_i[I_REGIONS_AT], constants_i[I_LINKS_AT], constants_i[I_QUEUE_AT]
@@ -385,10 +385,9 @@ class ObservationEncoder:
         np.maximum(flat, -OBS_CLIP, out=flat)
         return {key: flat[part] for key, part in zip(self._keys, self._slices)}
 
-    def encode_table(self, sim: ClusterSim, queue: list[int], visible_ids: np.ndarray, candidate_of: np.ndarray,
-                     candidate_f: np.ndarray, candidate_length: np.ndarray) -> dict[str, np.ndarray]:
-        """:meth:`encode_rows` of a compiled candidate table (its visible job ids, ``candidate_of`` (Q, K),
-        ``candidate_f`` and ``candidate_length``; see ``candidate_kernels.candidate_table``), in compiled code."""
+    def encode_table(self, sim: ClusterSim, queue: list[int], visible_ids: np.ndarray, table: tuple) -> dict[str, np.ndarray]:
+        """:meth:`encode_rows` of a compiled candidate table (its visible job ids and ``tables.CANDIDATE_OUTPUT``;
+        see ``candidate_kernels.candidate_table``), in compiled code."""
         flat = np.empty_like(self._template)
         now = sim.now_s
         state = tables.ENCODER_STATE.pack(
@@ -396,9 +395,7 @@ class ObservationEncoder:
             link_load=sim.link_load_gbps, utilization_base=self._utilization(sim), num_waiting=len(queue),
             num_running=len(sim.running), gap_s=self._gap_s(sim),
         )
-        candidates = tables.ENCODER_CANDIDATES.pack(slot_jobs=visible_ids, candidate_of=candidate_of,
-                                                    candidate_f=candidate_f, candidate_length=candidate_length)
-        _encode_compiled(self._episode, state, candidates, flat)
+        _encode_compiled(self._episode, state, visible_ids, table, flat)
         return {key: flat[part] for key, part in zip(self._keys, self._slices)}
 
     def _gap_s(self, sim: ClusterSim) -> float:

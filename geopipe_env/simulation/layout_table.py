@@ -50,7 +50,14 @@ class LayoutTable:
         # Hash slot → layout id (find_layout), with room for as many layouts as the rows above: an array, not
         # a numba typed dict, whose unboxing alone costs about 1 µs a call.
         self.index = new_layout_index(self.layout_f.shape[0])
+        self._new_arrays()
         self.clear()
+
+    def _new_arrays(self) -> None:
+        """Keep :attr:`record`, the arrays as the compiled code takes them (``tables.LAYOUT_ARRAYS``), up to date
+        after the arrays are replaced (when they grow: read it again after :meth:`add`)."""
+        self.record = LAYOUT_ARRAYS.pack(index=self.index, layout_f=self.layout_f, layout_i=self.layout_i,
+                                         arrays=self.arrays, places=self.places)
 
     def clear(self) -> None:
         """Forget every layout and profile. The arrays keep their size (what lies past the used part is never
@@ -75,12 +82,6 @@ class LayoutTable:
         if pid is None:
             pid = self.profiles[job.profile_key] = len(self.profiles)
         return pid
-
-    def record(self) -> tuple:
-        """The table's arrays as the compiled code takes them (``tables.LAYOUT_ARRAYS``). Build it again after
-        :meth:`add`, which may grow them."""
-        return LAYOUT_ARRAYS.pack(index=self.index, layout_f=self.layout_f, layout_i=self.layout_i,
-                                  arrays=self.arrays, places=self.places)
 
     def full(self) -> bool:
         return self.num_layouts >= MAX_TABLE_LAYOUTS or self._arrays_used >= MAX_TABLE_FLOATS
@@ -135,7 +136,7 @@ class LayoutTable:
                                       intra_gbps=float(net.intra_bandwidth_gbps),
                                       intra_latency_s=float(net.intra_latency_s))
         self._arrays_used, self._places_used = store_layout(
-            profile, regions, stages, length, network, self.record(), slot, lay, self._arrays_used, self._places_used,
+            profile, regions, stages, length, network, self.record, slot, lay, self._arrays_used, self._places_used,
         )
         return lay
 
@@ -181,6 +182,7 @@ class LayoutTable:
             rebuild_index(self.index, self.layout_i, self.places, lay)
         self.arrays = _grown(self.arrays, self._arrays_used + floats)
         self.places = _grown(self.places, self._places_used + ints)
+        self._new_arrays()
         return lay
 
 
