@@ -175,8 +175,8 @@ def _warm_up_world(background: bool) -> dict:
 
 
 def _warm_up_kernels() -> None:
-    """Play one tiny episode on each decision path, the compiled one and the Python one (exact timing, background
-    traffic), taking the first valid action at every step, so that every kernel an episode calls from Python is
+    """Play two tiny episodes, one with analytic timing on fixed line rates and one with exact timing and background
+    traffic, taking the first valid action at every step, so that every kernel an episode calls from Python is
     loaded (or compiled) with the types a real episode gives it; then grow a layout table once, which a real
     episode does only past its table's first rows. The episodes neither read nor fill the machine's timing store,
     and the process caches they filled are emptied after, so that no env sees a trace of them
@@ -192,7 +192,8 @@ def _warm_up_kernels() -> None:
 
 
 def _play_warm_up_episodes() -> None:
-    """One episode of :func:`_warm_up_world` on each decision path, the first valid action at every step."""
+    """One episode of :func:`_warm_up_world` for each timing (the exact one with background traffic), the first valid
+    action at every step."""
     for background, timing in ((False, "analytic"), (True, "exact")):
         env = GeoPipeEnv(scenario=load_scenario(_warm_up_world(background)), timing=timing)
         _, info = env.reset(seed=0)
@@ -273,7 +274,7 @@ class GeoPipeEnv(gym.Env):
         # Per scenario: its reward's cost weight, its decision backend and its model profiles across episodes
         # (generator.sample_world).
         self._mixture: list[tuple[Scenario, float, DecisionBackend, dict]] = [
-            (s, s.cost_weight if cost_weight is None else cost_weight, make_backend(self.strategies, timing, s, self.queue_slots),
+            (s, s.cost_weight if cost_weight is None else cost_weight, make_backend(self.strategies, self.queue_slots),
              new_profile_cache())
             for s in self.scenarios
         ]

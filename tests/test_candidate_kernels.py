@@ -99,8 +99,47 @@ def test_strategies_without_a_compiled_twin_run_beside_the_compiled_table():
     assert walk(env, 7, 80) > 200
 
 
-@pytest.mark.parametrize("kwargs", [{"timing": "exact"}, {"scenario": "a6000-vm-pair", "timing": "exact"}])
-def test_exact_timing_uses_the_python_backend(kwargs):
-    """The compiled table times layouts by the analytic model, so exact timing runs the Python backend."""
-    env = gym.make("GeoPipe-v0", **kwargs).unwrapped
-    assert isinstance(env._backend, PythonBackend)
+BACKGROUND = {"extends": "geopipe-v0", "network": {"background": {"mean_fraction": 0.3, "amplitude_fraction": 0.2}}}
+DEGRADED = {"extends": "geopipe-v0-faults",
+            "network": {"degradation": {"per_link_day": 2.0, "factor": 0.3, "duration_h": 3.0}}}
+
+
+@pytest.mark.parametrize(("scenario", "timing"), [
+    ("geopipe-v0", "exact"), ("a6000-vm-pair", "exact"), ("paper", "exact"), (BACKGROUND, "analytic"),
+    (DEGRADED, "analytic"),
+])
+def test_compiled_table_equals_python_table_with_exact_timing_and_changing_line_rates(scenario, timing):
+    """With exact timing (every layout timed in Python through the memo) and in worlds whose line rates change
+    (background traffic, degraded links: the env's own layout table, emptied when they change), the compiled table
+    still equals the Python one at every decision."""
+    scenario = scenario if isinstance(scenario, str) else load_scenario(scenario)
+    env = GeoPipeEnv(scenario, timing=timing)
+    assert walk(env, 3, 80) > 200
+
+
+@pytest.mark.parametrize(("scenario", "timing"), [(BACKGROUND, "analytic"), (DEGRADED, "analytic"),
+                                                  ("paper", "exact")])
+def test_both_backends_play_the_same_episodes(monkeypatch, scenario, timing):
+    """An env on the Python backend (the specification) and one on the compiled backend, sent the same actions,
+    give equal observations, masks and rewards at every step, episodes restarting."""
+    import geopipe_env.env as env_module
+
+    scenario = load_scenario(scenario) if isinstance(scenario, dict) else scenario
+    envs = []
+    for backend in (lambda strategies, slots: PythonBackend(strategies), CompiledBackend):
+        monkeypatch.setattr(env_module, "make_backend", backend)
+        envs.append(GeoPipeEnv(scenario, timing=timing))
+    assert isinstance(envs[0]._backend, PythonBackend) and isinstance(envs[1]._backend, CompiledBackend)
+    rng = np.random.default_rng(0)
+    steps = [env.reset(seed=0) for env in envs]
+    for step in range(150):
+        (obs_a, info_a), (obs_b, info_b) = steps
+        assert all(np.array_equal(obs_a[key], obs_b[key]) for key in obs_a), step
+        assert np.array_equal(info_a["action_mask"], info_b["action_mask"]), step
+        action = int(rng.choice(np.flatnonzero(info_a["action_mask"])))
+        steps, rewards = [], []
+        for env in envs:
+            obs, reward, terminated, truncated, info = env.step(action)
+            rewards.append(reward)
+            steps.append(env.reset(seed=step) if terminated or truncated else (obs, info))
+        assert rewards[0] == rewards[1], step

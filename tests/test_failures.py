@@ -272,7 +272,7 @@ def test_a_degraded_link_keeps_its_share_for_the_duration_both_ways():
     assert ratios == {0.25, 1.0}
     assert np.array_equal(sim.capacity_gbps, base) and not sim._degraded.any()  # all restored
     env = GeoPipeEnv(scenario=scenario)
-    assert type(env._backend).__name__ == "PythonBackend"
+    assert type(env._backend).__name__ == "CompiledBackend"
     assert play(env, 0)["jobs_completed"] >= 1
 
 

@@ -71,3 +71,17 @@ def test_kernel_share_clocks_the_kernels_and_restores_them(capsys):
     share = int(out.splitlines()[-1].split(", ")[1].split("%")[0])
     assert 0 < share < 100
     assert all(getattr(sim_kernels, name) is kernel for name, kernel in before.items())
+
+
+def test_backends_prints_both_backends_and_their_ratio(capsys):
+    """benchmarks/backends.py times the compiled and the Python backend in fresh processes and prints the ratio;
+    a background share outside [0, 1) is a one-line usage error."""
+    from benchmarks import backends
+
+    assert backends.main(["--scenario", "toy", "--timing", "exact", "--decisions", "20", "--rounds", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "round 0: compiled" in out and "compiled ÷ python:" in out
+    with pytest.raises(SystemExit) as exit_info:
+        backends.main(["--background", "1.5"])
+    assert exit_info.value.code == 2
+    assert "--background: got 1.5" in capsys.readouterr().err

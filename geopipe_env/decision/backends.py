@@ -2,19 +2,20 @@
 
 At each decision the env asks its backend for the candidate table of the visible jobs (which action launches what,
 and with which estimated figures), for the placement behind an action, and for the observation. Two backends
-implement :class:`DecisionBackend`; :func:`make_backend` picks one when the env is made, and the env never asks
-which it got:
+implement :class:`DecisionBackend`; the env uses the one :func:`make_backend` gives, the compiled one, for every
+world and timing, and never asks which it got:
 
-* :class:`CompiledBackend` (the default): the compiled twins of the built-in strategies (``candidate_kernels``),
-  timed from the process's shared layout table, and the compiled observation encoder. A strategy without a compiled
-  twin (an ablation, or one added with ``strategies.register_strategy``) runs its Python rule beside it. It needs
-  analytic timing and line rates that never change.
+* :class:`CompiledBackend`: the compiled twins of the built-in strategies (``candidate_kernels``), timed from a
+  layout table, and the compiled observation encoder. A strategy without a compiled twin (an ablation, or one added
+  with ``strategies.register_strategy``) runs its Python rule beside it. Worlds whose line rates never change share
+  the process's table for their timing; a world whose line rates change (background traffic, degraded links) keeps
+  a table of its own and empties it when they change. With ``timing="exact"`` every layout is timed in Python
+  through the process's timing memo (``LayoutTable(exact=True)``).
 * :class:`PythonBackend`: every strategy's Python rule (``strategies.candidate_row``), timed by the simulator, and
-  the observation written from the candidates' rows. It serves ``timing="exact"`` and worlds with background
-  traffic.
+  the observation written from the candidates' rows: the specification the compiled backend is held to.
 
 The two give the same placements behind the same actions, the same figures and equal observations
-(``tests/test_candidate_kernels.py``, ``tests/test_tables.py``).
+(``tests/test_candidate_kernels.py``, ``tests/test_tables.py``), and play the same episodes bit for bit.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from geopipe_env.simulation.layout_table import LayoutTable, shared_table
 from geopipe_env.decision.observation import ObservationEncoder
 from geopipe_env.simulation.core_types import CandidateInfo, Placement
 from geopipe_env.decision.placement import PlacementContext, _placement, admission_per_forward
-from geopipe_env.scenario.types import Scenario
 from geopipe_env.simulation.simulator import ClusterSim
 from geopipe_env.decision.strategies import NO_TWIN, candidate_row, compiled_codes, named_placement
 from geopipe_env.base.tables import (
@@ -63,11 +63,10 @@ class DecisionBackend(Protocol):
         """The observation at the last decision, with ``queue`` the waiting jobs in order."""
 
 
-def make_backend(strategies: Sequence[str], timing: str, scenario: Scenario, queue_slots: int) -> DecisionBackend:
-    """The backend an env with these settings uses: compiled unless the timing is exact or line rates change."""
-    if timing == "analytic" and scenario.network.fixed_line_rates:
-        return CompiledBackend(strategies, queue_slots)
-    return PythonBackend(strategies)
+def make_backend(strategies: Sequence[str], queue_slots: int) -> DecisionBackend:
+    """The backend an env uses: the compiled one, for every world and timing. (:class:`PythonBackend` is the
+    specification the tests hold it to.)"""
+    return CompiledBackend(strategies, queue_slots)
 
 
 class PythonBackend:
@@ -133,7 +132,11 @@ class CompiledBackend:
 
     def start(self, sim: ClusterSim, encoder: ObservationEncoder) -> None:
         self.sim, self.encoder = sim, encoder
-        self.layouts = shared_table(sim.world)
+        if sim.world.scenario.network.fixed_line_rates:
+            self.layouts = shared_table(sim.world, sim.exact_timing)
+        else:  # line rates change (background traffic, degraded links): a table of the env's own, emptied when they do
+            self.layouts = LayoutTable(sim.exact_timing)
+        self._line_rates = sim.capacity_version  # the line rates the table's layouts were timed at
         w = sim.world
         num_regions = w.num_regions
         jobs = w.jobs
@@ -193,8 +196,9 @@ class CompiledBackend:
         self.visible_ids = ids = np.array(visible, dtype=np.int64)
         if sim.world.failures is not None:  # an interrupted job has the work of its last checkpoint left
             self.job_i[J_ITERATIONS] = sim.work_left
-        if self.layouts.full():
+        if self.layouts.full() or self._line_rates != sim.capacity_version:
             self.layouts.clear()
+            self._line_rates = sim.capacity_version
         if self._profiles_of is not self.layouts.profiles:  # a new or emptied layout table: its profile ids
             self._profiles_of = self.layouts.profiles
             for p, j in enumerate(self._profile_job):

@@ -38,10 +38,13 @@ SHARED_TABLES = 4  # tables the process keeps (shared_table), one per world timi
 
 
 class LayoutTable:
-    """Layouts of one world's timing (pass one table only to worlds with equal :func:`timing_key`, without
-    background traffic: it assumes line rates that never change). Pickles empty: it is a cache."""
+    """Layouts of one world's timing at its line rates (pass one table only to worlds with equal
+    :func:`timing_key`, and empty it when their line rates change). With ``exact``, every layout is timed in
+    Python through the process's timing memo, as the executor's are (the closed forms too, by their exact
+    simulation). Pickles empty: it is a cache."""
 
-    def __init__(self) -> None:
+    def __init__(self, exact: bool = False) -> None:
+        self.exact = exact
         self.layout_f = np.zeros((16, len(LAYOUT_FLOATS)))  # (capacity, NUM_LAYOUT_FLOATS)
         self.layout_i = np.zeros((16, len(LAYOUT_INTS)), dtype=np.int64)  # (capacity, NUM_LAYOUT_INTS)
         self.arrays = np.zeros(4096)  # the layouts' 1F1B path lines, one after the other
@@ -70,10 +73,10 @@ class LayoutTable:
         self._executors: dict[int, object] = {}  # layout id → its pipeline model (simulator.PipelineModel)
 
     def __getstate__(self) -> dict:
-        return {}
+        return {"exact": self.exact}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__()
+        self.__init__(state["exact"])
 
     def profile_id(self, job: Job) -> int:
         """The table's id of the job's profile: jobs with equal ``profile_key`` (which holds their stage and
@@ -95,7 +98,7 @@ class LayoutTable:
         if lay >= 0:
             return lay
         entry = schedule.spec(job.schedule)
-        if len(job.schedules) == 1 and entry.closed_form:
+        if len(job.schedules) == 1 and entry.closed_form and not self.exact:
             lay, chosen = self._store_analytic(sim, job, regions, stages, pid, slot, entry.forwards_first), 0
         else:
             lay, chosen = self._store_chosen(sim, job, regions, stages, pid, slot)
@@ -105,12 +108,13 @@ class LayoutTable:
 
     def _store_chosen(self, sim: ClusterSim, job: Job, regions: np.ndarray, stages: np.ndarray, pid: int,
                       slot: int) -> tuple[int, int]:
-        """Store a layout of a job with several accepted schedules, or one the executor times, under the schedule the
-        simulator chooses (``ClusterSim.pipeline_model``): its analytic model (:meth:`_store_analytic`) or its
-        executor model (:meth:`_store_executor`); its id and the schedule's index into ``Job.schedules``."""
+        """Store a layout of a job with several accepted schedules, one the executor times, or any with exact timing,
+        under the schedule the simulator chooses (``ClusterSim.pipeline_model``): its analytic model
+        (:meth:`_store_analytic`), or its model timed in Python (:meth:`_store_executor`); its id and the schedule's
+        index into ``Job.schedules``."""
         placement = Placement(tuple(regions.tolist()), tuple(stages.tolist()))
         model = sim.layout(job, placement).timing.model
-        if model.executor is None:
+        if model.executor is None and not self.exact:
             gpipe = schedule.spec(job.schedules[model.schedule]).forwards_first
             return self._store_analytic(sim, job, regions, stages, pid, slot, gpipe), model.schedule
         return self._store_executor(job, model, regions, stages, pid, slot), model.schedule
@@ -141,9 +145,10 @@ class LayoutTable:
         return lay
 
     def _store_executor(self, job: Job, model, regions: np.ndarray, stages: np.ndarray, pid: int, slot: int) -> int:
-        """Write an executor layout (``pipeline.MODEL_EXECUTOR``): its all-reduce, WAN message and demand, its
-        placement, and its time at line rate in the row's memo; the model itself stays on the Python side
-        (:meth:`time_requested`), which times it through the process's timing memo."""
+        """Write a layout timed in Python (``pipeline.MODEL_EXECUTOR``: the executor's, or any with exact timing): its
+        all-reduce, WAN message and demand, its placement, and its time at line rate in the row's memo; the model
+        (``simulator.PipelineModel``) stays on the Python side (:meth:`time_requested`), which times it through the
+        process's timing memo."""
         length = regions.size
         index = self.index
         lay = self._reserve(0, 2 * length)
@@ -338,10 +343,11 @@ def rebuild_index(index: np.ndarray, layout_i: np.ndarray, places: np.ndarray, n
 _SHARED = ProcessCache("layout tables", SHARED_TABLES)
 
 
-def shared_table(world: World) -> LayoutTable:
-    """The process's layout table for worlds with the :func:`timing_key` of ``world``, so that every env of a
-    process (and every episode) on such worlds shares its layouts. Worlds with background traffic must not use it."""
-    return _SHARED.get_or(timing_key(world), LayoutTable)
+def shared_table(world: World, exact: bool = False) -> LayoutTable:
+    """The process's layout table for worlds with the :func:`timing_key` of ``world`` and this timing, so that every
+    env of a process (and every episode) on such worlds shares its layouts. Worlds whose line rates change (background
+    traffic, degraded links) must not use it: each keeps its own, emptied when they change."""
+    return _SHARED.get_or((timing_key(world), exact), LayoutTable, exact)
 
 
 def warm_up_growth() -> None:

@@ -483,6 +483,11 @@ class ClusterSim:
         return True
 
     @property
+    def capacity_version(self) -> int:
+        """Bumps whenever the line rates change (background traffic's hourly share, a link's degradation)."""
+        return self._capacity_version
+
+    @property
     def done(self) -> bool:
         return len(self.running) == 0 and len(self.waiting) == 0 and self._pending == 0
 
