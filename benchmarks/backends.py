@@ -1,5 +1,6 @@
 """Side by side: decisions/s of the compiled decision backend (what every env uses) and of the Python one (the
-specification the tests hold it to) on one world and timing, in interleaved rounds, as a ratio.
+specification the tests hold it to, ``tests/reference.py``) on one world and timing, in interleaved rounds, as a
+ratio. It runs from a source checkout, where the tests are.
 
 Usage::
 
@@ -18,21 +19,25 @@ import argparse
 import statistics
 import subprocess
 import sys
+from pathlib import Path
 
 from geopipe_evaluation.cli import int_at_least
 
 BACKENDS = ("compiled", "python")
+TESTS = Path(__file__).resolve().parent.parent / "tests"  # where the Python backend, the specification, lives
 # One run: argv = backend, scenario, timing, background share, decisions. Prints decisions/s.
 RUNNER = """
 import sys, time
 import numpy as np
 import geopipe_env.env as env_module
-from geopipe_env.decision import backends
 from geopipe_env.scenario.loader import load_scenario
 
-backend, scenario, timing, background, decisions = sys.argv[1:6]
+backend, scenario, timing, background, decisions, tests = sys.argv[1:7]
 if backend == "python":
-    env_module.make_backend = lambda strategies, queue_slots: backends.PythonBackend(strategies)
+    sys.path.insert(0, tests)
+    from reference import PythonBackend  # the specification, with the tests (it does not ship)
+
+    env_module.make_backend = lambda strategies, queue_slots: PythonBackend(strategies)
 if float(background) > 0:
     share = float(background)
     scenario = load_scenario({"extends": scenario,
@@ -52,7 +57,8 @@ print(int(decisions) / (time.perf_counter() - start))
 def run(backend: str, args: argparse.Namespace, decisions: int) -> float:
     """Decisions/s of one fresh process on ``backend``."""
     out = subprocess.run(
-        [sys.executable, "-c", RUNNER, backend, args.scenario, args.timing, str(args.background), str(decisions)],
+        [sys.executable, "-c", RUNNER, backend, args.scenario, args.timing, str(args.background), str(decisions),
+         str(TESTS)],
         capture_output=True, text=True, check=False,
     )
     if out.returncode:

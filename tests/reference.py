@@ -16,17 +16,23 @@ to both.
 * A layout table's row, stored from a model taken apart (:func:`timing_parts`, :func:`store_parts`).
 * The observation's hourly price features (:func:`normalise_prices`, :func:`hourly_features`) and the hourly
   series' integrals (:func:`cumulative`, :func:`weighted_integral`).
+* The decision backend: :class:`PythonBackend`, every strategy's Python rule timed by the simulator and the
+  observation written from the candidates' rows, which the compiled backend (``decision.backends``) must equal.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import numpy as np
 
 from geopipe_env.simulation.core_types import Job
+from geopipe_env.decision.placement import PlacementContext
+from geopipe_env.decision.strategies import candidate_row
+from geopipe_env.decision.observation import ObservationEncoder
+from geopipe_env.simulation.core_types import CandidateInfo
 from geopipe_env.simulation.layout_table import LayoutTable, find_layout, index_layout
 from geopipe_env.decision.observation import FORECAST_H, PRICE_SCALE_FLOOR
 from geopipe_env.physics import pipeline
@@ -500,3 +506,47 @@ def weighted_integral(prefix_h: np.ndarray, values: np.ndarray, rows: tuple[int,
     """``Σ_i weights[i] · ∫_{t0}^{t1} series[rows[i]] dt`` (``energy.weighted_integral``)."""
     rows_a = list(rows)
     return float(np.asarray(weights) @ (cumulative(prefix_h, values, t1_s) - cumulative(prefix_h, values, t0_s))[rows_a])
+
+
+class PythonBackend:
+    """Every strategy's Python rule; the observation from the candidates' rows."""
+
+    checked = False
+
+    def __init__(self, strategies: Sequence[str]) -> None:
+        self.strategies = tuple(strategies)
+        self.rows: list[list[CandidateInfo | None]] = []
+
+    def start(self, sim: ClusterSim, encoder: ObservationEncoder) -> None:
+        self.sim, self.encoder, self.rows = sim, encoder, []
+
+    def compute(self, visible: Sequence[int], mask: np.ndarray) -> int:
+        sim = self.sim
+        jobs = [sim.world.jobs[jid] for jid in visible]
+        ctx = PlacementContext(sim)
+        mask[:] = False
+        mask[-1] = True
+        self.rows = []
+        if not any(sum(ctx.free_list(job)) >= job.num_stages for job in jobs):  # no strategy can place any
+            return 0
+        num_strategies = len(self.strategies)
+        for slot, job in enumerate(jobs):
+            row = candidate_row(ctx, job, self.strategies)
+            for k, info in enumerate(row):
+                if info is not None:
+                    mask[slot * num_strategies + k] = True
+            self.rows.append(row)
+        return int(mask[:-1].sum())
+
+    def end(self, visible: Sequence[int]) -> None:
+        self.rows = []
+
+    def info(self, slot: int, k: int) -> CandidateInfo | None:
+        return self.rows[slot][k] if slot < len(self.rows) else None
+
+    def placement(self, slot: int, k: int) -> Placement | None:
+        info = self.info(slot, k)
+        return None if info is None else info.placement
+
+    def observe(self, queue: list[int]) -> dict[str, np.ndarray]:
+        return self.encoder.encode_rows(self.sim, queue, self.rows)

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import geopipe_env  # noqa: F401
-from geopipe_env.decision.backends import CompiledBackend, PythonBackend
+from geopipe_env.decision.backends import CompiledBackend
+from reference import PythonBackend
 from geopipe_env.env import GeoPipeEnv
 from geopipe_env.decision.placement import PlacementContext
 from geopipe_env.scenario.loader import load_scenario

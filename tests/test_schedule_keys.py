@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import yaml
 
-from geopipe_env.decision.backends import PythonBackend
+from reference import PythonBackend
 from geopipe_env.env import GeoPipeEnv
 from geopipe_env.simulation.generator import sample_world
 from geopipe_env.scenario.loader import SCENARIO_DIR, ScenarioError, load_scenario

@@ -11,7 +11,8 @@ import pytest
 
 import geopipe_env  # noqa: F401
 from geopipe_env.base import tables
-from geopipe_env.decision.backends import CompiledBackend, PythonBackend
+from geopipe_env.decision.backends import CompiledBackend
+from reference import PythonBackend
 from geopipe_env.env import GeoPipeEnv
 from geopipe_env.scenario.loader import load_scenario
 from geopipe_env.decision.observation import obs_layout

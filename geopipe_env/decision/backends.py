@@ -1,21 +1,20 @@
 """Layer 5: the decision backends: the candidate table behind the action space, and the observation.
 
 At each decision the env asks its backend for the candidate table of the visible jobs (which action launches what,
-and with which estimated figures), for the placement behind an action, and for the observation. Two backends
-implement :class:`DecisionBackend`; the env uses the one :func:`make_backend` gives, the compiled one, for every
-world and timing, and never asks which it got:
-
-* :class:`CompiledBackend`: the compiled twins of the built-in strategies (``candidate_kernels``), timed from a
+and with which estimated figures), for the placement behind an action, and for the observation, through
+:class:`DecisionBackend`; the env uses the one :func:`make_backend` gives, for every world and timing:
+:class:`CompiledBackend`, the compiled twins of the built-in strategies (``candidate_kernels``), timed from a
   layout table, and the compiled observation encoder. A strategy without a compiled twin (an ablation, or one added
   with ``strategies.register_strategy``) runs its Python rule beside it. Worlds whose line rates never change share
   the process's table for their timing; a world whose line rates change (background traffic, degraded links) keeps
   a table of its own and empties it when they change. With ``timing="exact"`` every layout is timed in Python
   through the process's timing memo (``LayoutTable(exact=True)``).
-* :class:`PythonBackend`: every strategy's Python rule (``strategies.candidate_row``), timed by the simulator, and
-  the observation written from the candidates' rows: the specification the compiled backend is held to.
 
-The two give the same placements behind the same actions, the same figures and equal observations
-(``tests/test_candidate_kernels.py``, ``tests/test_tables.py``), and play the same episodes bit for bit.
+Its specification, ``PythonBackend`` in ``tests/reference.py`` (every strategy's Python rule,
+``strategies.candidate_row``, timed by the simulator, and the observation written from the candidates' rows), lives
+with the tests and does not ship. The two give the same placements behind the same actions, the same figures and
+equal observations (``tests/test_candidate_kernels.py``, ``tests/test_tables.py``), and play the same episodes bit
+for bit.
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ from geopipe_env.decision.observation import ObservationEncoder
 from geopipe_env.simulation.core_types import CandidateInfo, Placement
 from geopipe_env.decision.placement import PlacementContext, _placement, admission_per_forward
 from geopipe_env.simulation.simulator import ClusterSim
-from geopipe_env.decision.strategies import NO_TWIN, candidate_row, compiled_codes, named_placement
+from geopipe_env.decision.strategies import NO_TWIN, compiled_codes, named_placement
 from geopipe_env.base.tables import (
     CANDIDATE_JOBS, CANDIDATE_OUTPUT, CANDIDATE_WORLD, DECISION_STATE, C_CARBON, C_COST, C_DEMAND, C_DURATION, C_ITERATION, C_RATE, C_SCHEDULE, C_STALLED, J_ITERATIONS, J_PROFILE,
     NUM_CANDIDATE_FLOATS, P_FITS, P_MICROBATCHES, P_STAGE_GPUS, P_STAGES, P_TABLE_ID, PF_ADMIT_PER_FORWARD,
@@ -64,53 +63,8 @@ class DecisionBackend(Protocol):
 
 
 def make_backend(strategies: Sequence[str], queue_slots: int) -> DecisionBackend:
-    """The backend an env uses: the compiled one, for every world and timing. (:class:`PythonBackend` is the
-    specification the tests hold it to.)"""
+    """The backend an env uses: the compiled one, for every world and timing."""
     return CompiledBackend(strategies, queue_slots)
-
-
-class PythonBackend:
-    """Every strategy's Python rule; the observation from the candidates' rows."""
-
-    checked = False
-
-    def __init__(self, strategies: Sequence[str]) -> None:
-        self.strategies = tuple(strategies)
-        self.rows: list[list[CandidateInfo | None]] = []
-
-    def start(self, sim: ClusterSim, encoder: ObservationEncoder) -> None:
-        self.sim, self.encoder, self.rows = sim, encoder, []
-
-    def compute(self, visible: Sequence[int], mask: np.ndarray) -> int:
-        sim = self.sim
-        jobs = [sim.world.jobs[jid] for jid in visible]
-        ctx = PlacementContext(sim)
-        mask[:] = False
-        mask[-1] = True
-        self.rows = []
-        if not any(sum(ctx.free_list(job)) >= job.num_stages for job in jobs):  # no strategy can place any
-            return 0
-        num_strategies = len(self.strategies)
-        for slot, job in enumerate(jobs):
-            row = candidate_row(ctx, job, self.strategies)
-            for k, info in enumerate(row):
-                if info is not None:
-                    mask[slot * num_strategies + k] = True
-            self.rows.append(row)
-        return int(mask[:-1].sum())
-
-    def end(self, visible: Sequence[int]) -> None:
-        self.rows = []
-
-    def info(self, slot: int, k: int) -> CandidateInfo | None:
-        return self.rows[slot][k] if slot < len(self.rows) else None
-
-    def placement(self, slot: int, k: int) -> Placement | None:
-        info = self.info(slot, k)
-        return None if info is None else info.placement
-
-    def observe(self, queue: list[int]) -> dict[str, np.ndarray]:
-        return self.encoder.encode_rows(self.sim, queue, self.rows)
 
 
 class CompiledBackend:
@@ -280,7 +234,7 @@ class CompiledBackend:
         )
 
     def rows(self) -> list[list[CandidateInfo | None]]:
-        """The whole table as :class:`PythonBackend` holds it (one CandidateInfo per feasible action)."""
+        """The whole table as its specification holds it (one CandidateInfo per feasible action)."""
         return [[self.info(slot, k) for k in range(self.codes.size)] for slot in range(self.num_slots)]
 
     def observe(self, queue: list[int]) -> dict[str, np.ndarray]:
