@@ -34,7 +34,9 @@ from geopipe_env.decision.strategies import candidate_row
 from geopipe_env.decision.observation import ObservationEncoder
 from geopipe_env.simulation.core_types import CandidateInfo
 from geopipe_env.simulation.layout_table import LayoutTable, find_layout, index_layout
-from geopipe_env.decision.observation import FORECAST_H, PRICE_SCALE_FLOOR
+from geopipe_env.decision.observation import (
+    FORECAST_H, HOURLY_CARBON, HOURLY_FORECAST, HOURLY_PRICE, OBS_CLIP, PRICE_SCALE_FLOOR, schedule_code,
+)
 from geopipe_env.physics import pipeline
 from geopipe_env.physics.network import FILL_TOLERANCE
 from geopipe_env.physics.pipeline import (
@@ -44,7 +46,13 @@ from geopipe_env.physics.pipeline import (
 from geopipe_env.physics.schedule import spec
 from geopipe_env.simulation.simulator import ClusterSim
 from geopipe_env.simulation.core_types import Placement
-from geopipe_env.base.tables import LAYOUT_FLOATS
+from geopipe_env.base.tables import (
+    CAND_BANDWIDTH_SLACK, CAND_CARBON, CAND_COST, CAND_FEASIBLE, CAND_LOG_DURATION, CAND_LOG_ITERATION_VS_ISOLATED,
+    CAND_SCHEDULE, CAND_STALLED, CAND_WAN_HOPS, G_GPU_UTILIZATION, G_HOUR_COS, G_HOUR_SIN, G_MEAN_LINK_UTILIZATION,
+    G_QUEUE_BEYOND_WINDOW, G_RUNNING_JOBS, G_TIME_FRACTION, G_WAIT_GAP, LAYOUT_FLOATS, Q_CAN_START,
+    Q_LOG_BANDWIDTH_DEMAND, Q_LOG_ISOLATED_DURATION, Q_PRESENT, Q_STAGES_SHARE, Q_WAITING_TIME, R_CARBON,
+    R_FREE_GPU_FRACTION, R_LINK_UTILIZATION, R_PRICE_FORECAST, R_PRICE_NOW,
+)
 from geopipe_env.base.units import BITS_PER_BYTE, BITS_PER_GBIT, SECONDS_PER_HOUR
 
 
@@ -549,4 +557,72 @@ class PythonBackend:
         return None if info is None else info.placement
 
     def observe(self, queue: list[int]) -> dict[str, np.ndarray]:
-        return self.encoder.encode_rows(self.sim, queue, self.rows)
+        return encode_rows(self.encoder, self.sim, queue, self.rows)
+
+
+def encode_rows(encoder: ObservationEncoder, sim: ClusterSim, queue: list[int], rows: list[list[CandidateInfo | None]]) -> dict[str, np.ndarray]:
+    """The observation of ``sim`` with ``queue`` visible and, per visible slot, a row of candidates
+    (``CandidateInfo``, None where masked; no rows once the episode has ended)."""
+    w = encoder.world
+    n = w.num_regions
+    now = sim.now_s
+    util = np.where(encoder._linked, sim.link_load_gbps / encoder._utilization(sim), 0.0)
+    out_util = util.sum(axis=1)
+
+    flat = encoder._template.copy()
+    regions, _, q, c, g = _tables(encoder, flat)
+    hourly = encoder._hourly[min(int(now // SECONDS_PER_HOUR), encoder._last_hour)]
+    regions[:n, R_FREE_GPU_FRACTION] = sim.free_gpus / w.num_gpus
+    regions[:n, R_PRICE_NOW] = hourly[:, HOURLY_PRICE]
+    regions[:n, R_PRICE_FORECAST] = hourly[:, HOURLY_FORECAST]
+    regions[:n, R_CARBON] = hourly[:, HOURLY_CARBON]
+    regions[:n, R_LINK_UTILIZATION] = out_util / encoder._out_links
+    flat[encoder._util_index] = util.reshape(-1)
+
+    wan_scale = max(n - 1, 1)
+    for slot, jid in enumerate(queue[: encoder.queue_slots]):
+        job = w.jobs[jid]
+        row_cands = rows[slot] if slot < len(rows) else ()  # no candidates once the episode ended
+        q_row = q[slot]
+        q_row[Q_PRESENT] = 1.0
+        q_row[Q_STAGES_SHARE] = job.num_gpus / encoder.total_gpus
+        q_row[Q_LOG_ISOLATED_DURATION] = math.log(job.isolated_duration_s / encoder.t_ref_s)
+        q_row[Q_LOG_BANDWIDTH_DEMAND] = math.log(job.typical_demand_gbps / encoder.median_bw)
+        q_row[Q_WAITING_TIME] = (now - job.arrival_s) / encoder.t_ref_s
+        q_row[Q_CAN_START] = float(any(ci is not None for ci in row_cands))
+        for k, ci in enumerate(row_cands):
+            if ci is None:
+                continue
+            hops = ci.placement.num_wan_hops
+            c_row = c[slot * encoder.num_strategies + k]
+            c_row[CAND_FEASIBLE] = 1.0
+            c_row[CAND_LOG_ITERATION_VS_ISOLATED] = math.log(ci.iteration_s / job.isolated_iteration_s)
+            c_row[CAND_LOG_DURATION] = math.log(ci.duration_s / encoder.t_ref_s)
+            c_row[CAND_COST] = ci.cost_usd / encoder.c_ref_usd
+            c_row[CAND_WAN_HOPS] = hops / wan_scale
+            c_row[CAND_BANDWIDTH_SLACK] = (ci.rate_gbps / ci.demand_gbps) if hops else 1.0
+            c_row[CAND_STALLED] = float(ci.stalled)
+            c_row[CAND_CARBON] = ci.carbon_kg / encoder.carbon_ref_kg
+            c_row[CAND_SCHEDULE] = schedule_code(job.schedules[ci.schedule])
+    hour = (w.start_hour + now / SECONDS_PER_HOUR) % 24.0
+    g[G_HOUR_SIN] = math.sin(2 * math.pi * hour / 24.0)
+    g[G_HOUR_COS] = math.cos(2 * math.pi * hour / 24.0)
+    g[G_QUEUE_BEYOND_WINDOW] = max(len(queue) - encoder.queue_slots, 0) / encoder.queue_slots
+    g[G_RUNNING_JOBS] = len(sim.running) / max(len(w.jobs), 1)
+    g[G_GPU_UTILIZATION] = (encoder.total_gpus - float(sim.free_gpus.sum())) / encoder.total_gpus
+    g[G_TIME_FRACTION] = now / w.horizon_s
+    g[G_MEAN_LINK_UTILIZATION] = float(out_util.sum()) / encoder._num_links if encoder._num_links else 0.0
+    g[G_WAIT_GAP] = _wait_gap(encoder, sim)
+    np.minimum(flat, OBS_CLIP, out=flat)
+    np.maximum(flat, -OBS_CLIP, out=flat)
+    return {key: flat[part] for key, part in zip(encoder._keys, encoder._slices)}
+
+
+def _tables(encoder: ObservationEncoder, flat: np.ndarray) -> list[np.ndarray]:
+    """Views of a flat observation as its tables (regions, links, queue, candidates, global)."""
+    return [flat[part].reshape(shape) for part, shape in zip(encoder._slices, encoder._shapes)]
+
+
+def _wait_gap(encoder: ObservationEncoder, sim: ClusterSim) -> float:
+    """``log(1 + Δt / T_ref)`` for the Δt of :meth:`_gap_s`."""
+    return min(math.log1p(max(encoder._gap_s(sim), 0.0) / encoder.t_ref_s), OBS_CLIP)

@@ -10,7 +10,7 @@ import pytest
 
 import geopipe_env  # noqa: F401
 from geopipe_env.decision.backends import CompiledBackend
-from reference import PythonBackend
+from reference import PythonBackend, encode_rows
 from geopipe_env.env import GeoPipeEnv
 from geopipe_env.decision.placement import PlacementContext
 from geopipe_env.scenario.loader import load_scenario
@@ -43,7 +43,7 @@ def assert_tables_agree(env) -> int:
                 assert getattr(got, field) == pytest.approx(getattr(want, field), rel=REL, abs=1e-300), field
     # The observation read from the arrays equals the one read from CandidateInfo rows.
     from_arrays = table.observe(env.sim.waiting)
-    from_rows = env.encoder.encode_rows(env.sim, env.sim.waiting, table.rows())
+    from_rows = encode_rows(env.encoder, env.sim, env.sim.waiting, table.rows())
     for key in from_arrays:
         assert np.array_equal(from_arrays[key], from_rows[key]), key
     return compared

@@ -5,10 +5,10 @@ tables: ``regions`` (max_regions, 8), ``links`` (max_regions², 3) where row ``i
 ``queue`` (Q, 6), ``candidates`` (Q·K, 8) where row ``a = slot·K + k`` describes action ``a``, and ``global`` (8,).
 Every column is declared, with its meaning, in :mod:`geopipe_env.base.tables`.
 
-:class:`ObservationEncoder` writes an observation two ways: :meth:`~ObservationEncoder.encode_rows` from candidate
-rows (:class:`~geopipe_env.simulation.core_types.CandidateInfo`, the Python decision backend) and
-:meth:`~ObservationEncoder.encode_table` from a compiled candidate table's arrays (in compiled code). The two give
-equal observations (``tests/test_tables.py`` compares every declared feature).
+:class:`ObservationEncoder` writes an observation from a compiled candidate table's arrays, in compiled code
+(:meth:`~ObservationEncoder.encode_table`). Its specification, ``encode_rows`` in ``tests/reference.py``, writes it
+from candidate rows (:class:`~geopipe_env.simulation.core_types.CandidateInfo`); the two give equal observations
+(``tests/test_tables.py`` compares every declared feature).
 
 Every feature is scale-free (a ratio, a log-ratio or a normalised value) so that a policy trained on one
 scenario reads another with at most ``max_regions`` regions. Shapes are fixed; absent rows are zero with a zero
@@ -26,15 +26,14 @@ from gymnasium import spaces
 from geopipe_env.base import tables
 from geopipe_env.decision.candidate_kernels import candidate_features
 from geopipe_env.base.compiled import jit, pairwise_sum
-from geopipe_env.simulation.core_types import CandidateInfo, World, fields_key
+from geopipe_env.simulation.core_types import World, fields_key
 from geopipe_env.physics.schedule import MAX_SCHEDULES, SCHEDULE_CODE_SCALE, spec
 from geopipe_env.simulation.simulator import ClusterSim
 from geopipe_env.base.tables import (
-    CAND_BANDWIDTH_SLACK, CAND_CARBON, CAND_COST, CAND_FEASIBLE, CAND_LOG_DURATION, CAND_LOG_ITERATION_VS_ISOLATED,
-    CAND_SCHEDULE, CO_CANDIDATE_F, CO_CANDIDATE_LENGTH, CO_CANDIDATE_OF, EE_CONSTANTS_F, EE_CONSTANTS_I,
+    CO_CANDIDATE_F, CO_CANDIDATE_LENGTH, CO_CANDIDATE_OF, EE_CONSTANTS_F, EE_CONSTANTS_I,
     EE_HOURLY, EE_JOB_TABLE, EE_TEMPLATE, ES_FREE_GPUS, ES_GAP_S, ES_HOUR, ES_LINK_LOAD, ES_NOW_S, ES_NUM_RUNNING,
     ES_NUM_WAITING, ES_UTILIZATION_BASE, JOB_SCHEDULES,
-    CAND_STALLED, CAND_WAN_HOPS, F_C_REF, F_CARBON_REF, F_HORIZON, F_NUM_JOBS, F_NUM_LINKS, F_START_HOUR, F_T_REF,
+    F_C_REF, F_CARBON_REF, F_HORIZON, F_NUM_JOBS, F_NUM_LINKS, F_START_HOUR, F_T_REF,
     F_TOTAL_GPUS, G_GPU_UTILIZATION, G_HOUR_COS, G_HOUR_SIN, G_MEAN_LINK_UTILIZATION, G_QUEUE_BEYOND_WINDOW,
     G_RUNNING_JOBS, G_TIME_FRACTION, G_WAIT_GAP, I_CANDIDATES_AT, I_GLOBAL_AT, I_LINKS_AT, I_QUEUE_AT, I_REGIONS,
     I_REGIONS_AT, JOB_ARRIVAL, JOB_ISOLATED_ITERATION, JOB_LOG_DEMAND, JOB_LOG_ISOLATED, JOB_SHARE, L_CAPACITY,
@@ -127,7 +126,8 @@ NUM_HEADER_INTS = len(tables.ENCODER_INTS)  # where the encoder's variable-width
 
 @jit
 def _encode_compiled(episode, state, slot_jobs, table, out) -> None:
-    """:meth:`ObservationEncoder.encode_rows` of a compiled candidate table into the flat float32 ``out``,
+    """The observation of a compiled candidate table (its specification: ``encode_rows`` in ``tests/reference.py``)
+    into the flat float32 ``out``,
     operation for operation (numpy's pairwise sums included), so the two observations are equal.
 
     ``episode`` (``tables.ENCODER_EPISODE``) holds the episode's constants (``tables.ENCODER_INTS``,
@@ -257,7 +257,7 @@ class ObservationEncoder:
         self._hourly = np.empty((num_hours, n, 3), dtype=np.float32)
         hourly_features(world.price.values, world.price.prefix_h, world.carbon.values, self.carbon_scale, self._hourly)
         self._last_hour = num_hours - 1
-        # Per job (tables.ENCODER_JOBS), the queue features that do not change while it waits (as encode_rows
+        # Per job (tables.ENCODER_JOBS), the queue features that do not change while it waits (as the specification
         # computes them) and its isolated iteration time.
         jobs = world.jobs
         self._job_table = np.zeros((len(jobs), JOB_SCHEDULES + MAX_SCHEDULES))
@@ -317,10 +317,6 @@ class ObservationEncoder:
         return (total_gpus, max_bw, median_bw, max_lat, keys, slices, shapes, template, linked, num_links, out_links,
                 util_index, constants_i)
 
-    def _tables(self, flat: np.ndarray) -> list[np.ndarray]:
-        """Views of a flat observation as its tables (regions, links, queue, candidates, global)."""
-        return [flat[part].reshape(shape) for part, shape in zip(self._slices, self._shapes)]
-
     def _utilization(self, sim: ClusterSim) -> np.ndarray:
         """The simulator's capacities with zeros replaced by 1 (a missing link's utilisation is 0), refreshed when
         the simulator replaces its capacity array (capacities changed)."""
@@ -328,66 +324,9 @@ class ObservationEncoder:
             self._capacity = (sim.capacity_gbps, np.where(sim.capacity_gbps > 0, sim.capacity_gbps, 1.0))
         return self._capacity[1]
 
-    def encode_rows(self, sim: ClusterSim, queue: list[int], rows: list[list[CandidateInfo | None]]) -> dict[str, np.ndarray]:
-        """The observation of ``sim`` with ``queue`` visible and, per visible slot, a row of candidates
-        (``CandidateInfo``, None where masked; no rows once the episode has ended)."""
-        w = self.world
-        n = w.num_regions
-        now = sim.now_s
-        util = np.where(self._linked, sim.link_load_gbps / self._utilization(sim), 0.0)
-        out_util = util.sum(axis=1)
-
-        flat = self._template.copy()
-        regions, _, q, c, g = self._tables(flat)
-        hourly = self._hourly[min(int(now // SECONDS_PER_HOUR), self._last_hour)]
-        regions[:n, R_FREE_GPU_FRACTION] = sim.free_gpus / w.num_gpus
-        regions[:n, R_PRICE_NOW] = hourly[:, HOURLY_PRICE]
-        regions[:n, R_PRICE_FORECAST] = hourly[:, HOURLY_FORECAST]
-        regions[:n, R_CARBON] = hourly[:, HOURLY_CARBON]
-        regions[:n, R_LINK_UTILIZATION] = out_util / self._out_links
-        flat[self._util_index] = util.reshape(-1)
-
-        wan_scale = max(n - 1, 1)
-        for slot, jid in enumerate(queue[: self.queue_slots]):
-            job = w.jobs[jid]
-            row_cands = rows[slot] if slot < len(rows) else ()  # no candidates once the episode ended
-            q_row = q[slot]
-            q_row[Q_PRESENT] = 1.0
-            q_row[Q_STAGES_SHARE] = job.num_gpus / self.total_gpus
-            q_row[Q_LOG_ISOLATED_DURATION] = math.log(job.isolated_duration_s / self.t_ref_s)
-            q_row[Q_LOG_BANDWIDTH_DEMAND] = math.log(job.typical_demand_gbps / self.median_bw)
-            q_row[Q_WAITING_TIME] = (now - job.arrival_s) / self.t_ref_s
-            q_row[Q_CAN_START] = float(any(ci is not None for ci in row_cands))
-            for k, ci in enumerate(row_cands):
-                if ci is None:
-                    continue
-                hops = ci.placement.num_wan_hops
-                c_row = c[slot * self.num_strategies + k]
-                c_row[CAND_FEASIBLE] = 1.0
-                c_row[CAND_LOG_ITERATION_VS_ISOLATED] = math.log(ci.iteration_s / job.isolated_iteration_s)
-                c_row[CAND_LOG_DURATION] = math.log(ci.duration_s / self.t_ref_s)
-                c_row[CAND_COST] = ci.cost_usd / self.c_ref_usd
-                c_row[CAND_WAN_HOPS] = hops / wan_scale
-                c_row[CAND_BANDWIDTH_SLACK] = (ci.rate_gbps / ci.demand_gbps) if hops else 1.0
-                c_row[CAND_STALLED] = float(ci.stalled)
-                c_row[CAND_CARBON] = ci.carbon_kg / self.carbon_ref_kg
-                c_row[CAND_SCHEDULE] = schedule_code(job.schedules[ci.schedule])
-        hour = (w.start_hour + now / SECONDS_PER_HOUR) % 24.0
-        g[G_HOUR_SIN] = math.sin(2 * math.pi * hour / 24.0)
-        g[G_HOUR_COS] = math.cos(2 * math.pi * hour / 24.0)
-        g[G_QUEUE_BEYOND_WINDOW] = max(len(queue) - self.queue_slots, 0) / self.queue_slots
-        g[G_RUNNING_JOBS] = len(sim.running) / max(len(w.jobs), 1)
-        g[G_GPU_UTILIZATION] = (self.total_gpus - float(sim.free_gpus.sum())) / self.total_gpus
-        g[G_TIME_FRACTION] = now / w.horizon_s
-        g[G_MEAN_LINK_UTILIZATION] = float(out_util.sum()) / self._num_links if self._num_links else 0.0
-        g[G_WAIT_GAP] = self._wait_gap(sim)
-        np.minimum(flat, OBS_CLIP, out=flat)
-        np.maximum(flat, -OBS_CLIP, out=flat)
-        return {key: flat[part] for key, part in zip(self._keys, self._slices)}
-
     def encode_table(self, sim: ClusterSim, queue: list[int], visible_ids: np.ndarray, table: tuple) -> dict[str, np.ndarray]:
-        """:meth:`encode_rows` of a compiled candidate table (its visible job ids and ``tables.CANDIDATE_OUTPUT``;
-        see ``candidate_kernels.candidate_table``), in compiled code."""
+        """The observation of a compiled candidate table (its visible job ids and ``tables.CANDIDATE_OUTPUT``; see
+        ``candidate_kernels.candidate_table``), in compiled code."""
         flat = np.empty_like(self._template)
         now = sim.now_s
         state = tables.ENCODER_STATE.pack(
@@ -404,6 +343,3 @@ class ObservationEncoder:
         horizon."""
         return min(sim.next_event_s(), self.world.horizon_s) - sim.now_s
 
-    def _wait_gap(self, sim: ClusterSim) -> float:
-        """``log(1 + Δt / T_ref)`` for the Δt of :meth:`_gap_s`."""
-        return min(math.log1p(max(self._gap_s(sim), 0.0) / self.t_ref_s), OBS_CLIP)
