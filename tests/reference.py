@@ -16,6 +16,7 @@ to both.
 * A layout table's row, stored from a model taken apart (:func:`timing_parts`, :func:`store_parts`).
 * The observation's hourly price features (:func:`normalise_prices`, :func:`hourly_features`) and the hourly
   series' integrals (:func:`cumulative`, :func:`weighted_integral`).
+* The candidate table: :func:`candidate_row` (each strategy's Python rule, then the selectors over the pool).
 * The decision backend: :class:`PythonBackend`, every strategy's Python rule timed by the simulator and the
   observation written from the candidates' rows, which the compiled backend (``decision.backends``) must equal.
 """
@@ -30,7 +31,8 @@ import numpy as np
 
 from geopipe_env.simulation.core_types import Job
 from geopipe_env.decision.placement import PlacementContext
-from geopipe_env.decision.strategies import candidate_row
+from geopipe_env.decision.strategies import _REGISTRY, POOLED_FROM, STRATEGY_NAMES, named_placement
+from geopipe_env.decision.placement import _placement
 from geopipe_env.decision.observation import ObservationEncoder
 from geopipe_env.simulation.core_types import CandidateInfo
 from geopipe_env.simulation.layout_table import LayoutTable, find_layout, index_layout
@@ -626,3 +628,44 @@ def _tables(encoder: ObservationEncoder, flat: np.ndarray) -> list[np.ndarray]:
 def _wait_gap(encoder: ObservationEncoder, sim: ClusterSim) -> float:
     """``log(1 + Δt / T_ref)`` for the Δt of :meth:`_gap_s`."""
     return min(math.log1p(max(encoder._gap_s(sim), 0.0) / encoder.t_ref_s), OBS_CLIP)
+
+
+def candidate_row(ctx: PlacementContext, job: Job, strategies: Sequence[str] = STRATEGY_NAMES) -> list[CandidateInfo | None]:
+    """The candidate of ``job`` under each of ``strategies``, described; None where a strategy finds nothing
+    feasible now (no placement, or one that would get no bandwidth)."""
+
+    def named(name: str) -> Placement | None:
+        return named_placement(ctx, job, name)
+
+    def describe(placement: Placement | None) -> CandidateInfo | None:
+        return None if placement is None else ctx.describe(job, placement)
+
+    pool: list[CandidateInfo] | None = None
+    out: list[CandidateInfo | None] = []
+    for name in strategies:
+        chosen = _REGISTRY[name]
+        if chosen.selects is None:
+            out.append(describe(named(name)))
+            continue
+        if pool is None:
+            described = (describe(p) for p in _pool(ctx, job, [named(n) for n in POOLED_FROM]))
+            pool = [c for c in described if c is not None]
+        scored = [(chosen.selects(c), i) for i, c in enumerate(pool)]
+        scored = [s for s in scored if math.isfinite(s[0])]
+        out.append(pool[min(scored)[1]] if scored else None)
+    return out
+
+
+def _pool(ctx: PlacementContext, job: Job, named: Sequence[Placement | None]) -> list[Placement]:
+    """The pooled strategies' placements plus every single region that holds the job, without repeats."""
+    singles = [_placement((r,), (job.num_stages,)) for r, n in enumerate(ctx.free_list(job)) if n >= job.num_stages]
+    seen: dict[Placement, None] = {}
+    for p in list(named) + singles:
+        if p is not None:
+            seen.setdefault(p, None)
+    return list(seen)
+
+
+def candidates(ctx: PlacementContext, job: Job, strategies: Sequence[str] = STRATEGY_NAMES) -> list[Placement | None]:
+    """The candidate placement of ``job`` under each of ``strategies``, in order (None where infeasible)."""
+    return [None if c is None else c.placement for c in candidate_row(ctx, job, strategies)]

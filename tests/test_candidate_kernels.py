@@ -10,11 +10,10 @@ import pytest
 
 import geopipe_env  # noqa: F401
 from geopipe_env.decision.backends import CompiledBackend
-from reference import PythonBackend, encode_rows
+from reference import PythonBackend, candidate_row, encode_rows
 from geopipe_env.env import GeoPipeEnv
 from geopipe_env.decision.placement import PlacementContext
 from geopipe_env.scenario.loader import load_scenario
-from geopipe_env.decision.strategies import candidate_row
 from benchmarks.synthetic import random_scenario_dict
 
 REL = 1e-12

@@ -11,7 +11,7 @@ and with which estimated figures), for the placement behind an action, and for t
   through the process's timing memo (``LayoutTable(exact=True)``).
 
 Its specification, ``PythonBackend`` in ``tests/reference.py`` (every strategy's Python rule,
-``strategies.candidate_row``, timed by the simulator, and the observation written from the candidates' rows), lives
+``candidate_row``, timed by the simulator, and the observation written from the candidates' rows), lives
 with the tests and does not ship. The two give the same placements behind the same actions, the same figures and
 equal observations (``tests/test_candidate_kernels.py``, ``tests/test_tables.py``), and play the same episodes bit
 for bit.

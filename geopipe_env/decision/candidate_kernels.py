@@ -3,7 +3,7 @@
 :func:`candidate_table` computes, for every visible job, the placements of the five named strategies
 (``bace-pipe`` with its default reading, ``cr-lcf``, ``cr-ldf``, ``lcf``, ``ldf``), the pool of those and every
 single region that holds the job, each pool entry's estimate, cost and carbon, and the ``fastest`` /
-``cheapest`` / ``greenest`` choices: what :func:`geopipe_env.decision.strategies.candidate_row` computes from the Python
+``cheapest`` / ``greenest`` choices: what ``candidate_row`` (its specification, in ``tests/reference.py``) computes from the Python
 rules (``tests/test_candidate_kernels.py`` checks the two against each other, decision for decision). Ties, orders and arithmetic follow the Python code step by step, so the same placements come out and
 the numbers agree to rounding. Every job's timing is read from a :class:`geopipe_env.simulation.layout_table.LayoutTable`;
 a placement whose layout is not stored yet is reported back as a miss for the caller to add.
@@ -256,7 +256,7 @@ def _same(regions_a: np.ndarray, stages_a: np.ndarray, length_a: int, regions_b:
 
 @jit
 def candidate_table(state, world, jobs, visible, layouts, output, mask) -> tuple[int, int, int]:
-    """The candidate table of the visible jobs (``strategies.candidate_row`` for each, in slot order).
+    """The candidate table of the visible jobs (the specification's ``candidate_row`` for each, in slot order).
 
     Args:
         state: ``tables.DECISION_STATE``: the decision instant, free GPUs per region, and each directed link's

@@ -1,10 +1,11 @@
-"""Layer 5: the candidate strategies, declared once, and the candidate table they give in Python.
+"""Layer 5: the candidate strategies, declared once.
 
 Each strategy is a :class:`Strategy`: its name, its Python rule (:mod:`geopipe_env.decision.placement`) and, where it has
 one, its compiled twin's code in :mod:`geopipe_env.decision.candidate_kernels`, registered together here. Three strategies
 are *selectors*: the best of the pooled strategies' placements and of every single region that holds the job, by
-a figure of the candidate (estimated duration, cost or carbon). ``tests/test_candidate_kernels.py`` holds each
-compiled twin to its Python rule, decision for decision.
+a figure of the candidate (estimated duration, cost or carbon). The candidate table they give in Python
+(``candidate_row`` in ``tests/reference.py``) is the specification ``tests/test_candidate_kernels.py`` holds each
+compiled twin to, decision for decision.
 
 A strategy registered without a compiled twin (:func:`register_strategy`) runs in Python beside the compiled table
 of the others (``decision.CompiledBackend``), so it costs only its own time.
@@ -12,14 +13,13 @@ of the others (``decision.CompiledBackend``), so it costs only its own time.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from geopipe_env.decision import candidate_kernels as ck
 from geopipe_env.decision import placement as pl
 from geopipe_env.simulation.core_types import CandidateInfo, Job, Placement
-from geopipe_env.decision.placement import PlacementContext, _placement
+from geopipe_env.decision.placement import PlacementContext
 
 NO_TWIN = -1  # the code of a strategy with no compiled twin
 
@@ -102,44 +102,3 @@ def named_placement(ctx: PlacementContext, job: Job, name: str) -> Placement | N
     if key not in ctx.named:
         ctx.named[key] = _REGISTRY[name].rule(ctx, job)
     return ctx.named[key]
-
-
-def candidate_row(ctx: PlacementContext, job: Job, strategies: Sequence[str] = STRATEGY_NAMES) -> list[CandidateInfo | None]:
-    """The candidate of ``job`` under each of ``strategies``, described; None where a strategy finds nothing
-    feasible now (no placement, or one that would get no bandwidth)."""
-
-    def named(name: str) -> Placement | None:
-        return named_placement(ctx, job, name)
-
-    def describe(placement: Placement | None) -> CandidateInfo | None:
-        return None if placement is None else ctx.describe(job, placement)
-
-    pool: list[CandidateInfo] | None = None
-    out: list[CandidateInfo | None] = []
-    for name in strategies:
-        chosen = _REGISTRY[name]
-        if chosen.selects is None:
-            out.append(describe(named(name)))
-            continue
-        if pool is None:
-            described = (describe(p) for p in _pool(ctx, job, [named(n) for n in POOLED_FROM]))
-            pool = [c for c in described if c is not None]
-        scored = [(chosen.selects(c), i) for i, c in enumerate(pool)]
-        scored = [s for s in scored if math.isfinite(s[0])]
-        out.append(pool[min(scored)[1]] if scored else None)
-    return out
-
-
-def _pool(ctx: PlacementContext, job: Job, named: Sequence[Placement | None]) -> list[Placement]:
-    """The pooled strategies' placements plus every single region that holds the job, without repeats."""
-    singles = [_placement((r,), (job.num_stages,)) for r, n in enumerate(ctx.free_list(job)) if n >= job.num_stages]
-    seen: dict[Placement, None] = {}
-    for p in list(named) + singles:
-        if p is not None:
-            seen.setdefault(p, None)
-    return list(seen)
-
-
-def candidates(ctx: PlacementContext, job: Job, strategies: Sequence[str] = STRATEGY_NAMES) -> list[Placement | None]:
-    """The candidate placement of ``job`` under each of ``strategies``, in order (None where infeasible)."""
-    return [None if c is None else c.placement for c in candidate_row(ctx, job, strategies)]
