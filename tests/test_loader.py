@@ -6,6 +6,7 @@ import contextlib
 import csv
 import math
 import pickle
+import shutil
 from pathlib import Path
 
 import gymnasium as gym
@@ -16,7 +17,7 @@ import yaml
 import geopipe_env  # noqa: F401  (registers the env ids)
 from geopipe_env.scenario import bundled
 from geopipe_env.base.catalog import GPU_CATALOG, MODEL_CATALOG
-from geopipe_env.scenario.loader import ScenarioError, builtin_names, load_builtin, load_scenario
+from geopipe_env.scenario.loader import SCENARIO_DIR, ScenarioError, builtin_names, load_builtin, load_scenario
 
 DATA_DIR = bundled.DATA_DIR
 FILE = "<file>"  # stands for the scenario file's own path in an expected key path
@@ -613,6 +614,24 @@ def test_extends_deep_merges_a_base_scenario(tmp_path):
     assert child.region_ids == base.region_ids and child.randomize.gpu_scale == (0.5, 0.5)
     (tmp_path / "grandchild.yaml").write_text("extends: child.yaml\nname: grandchild\n")
     assert load_scenario(tmp_path / "grandchild.yaml").workload.num_jobs == 5
+
+
+def test_extends_keeps_the_base_files_paths(tmp_path, monkeypatch):
+    """A file path inside a base (a trace CSV) is relative to the base's folder, wherever the extending file or the
+    working directory is; a path the extending file writes itself is relative to its own folder."""
+    monkeypatch.chdir(tmp_path)
+    toy = load_builtin("toy")
+    assert load_scenario({"extends": "toy", "name": "toy"}).workload == toy.workload  # a built-in trace world
+    (tmp_path / "base").mkdir()
+    (tmp_path / "child").mkdir()
+    shutil.copy(SCENARIO_DIR / "toy.yaml", tmp_path / "base" / "base.yaml")
+    shutil.copy(SCENARIO_DIR / "toy_jobs.csv", tmp_path / "base" / "toy_jobs.csv")
+    (tmp_path / "child" / "child.yaml").write_text("extends: ../base/base.yaml\nname: toy\n")
+    assert load_scenario(tmp_path / "child" / "child.yaml").workload == toy.workload
+    rows = (SCENARIO_DIR / "toy_jobs.csv").read_text().splitlines()
+    (tmp_path / "child" / "own.csv").write_text("\n".join(rows[:2]) + "\n")  # one job
+    (tmp_path / "child" / "own.yaml").write_text("extends: ../base/base.yaml\nworkload: {num_jobs: 1, trace: {csv: own.csv}}\n")
+    assert load_scenario(tmp_path / "child" / "own.yaml").workload.num_jobs == 1
 
 
 @pytest.mark.parametrize(

@@ -70,6 +70,8 @@ class Key:
             come from bundled data).
         keys: the section a ``section``, ``entries``, ``matrix`` or ``items`` key holds.
         trace_column: a shape key that a trace row may set in a column of that name.
+        relative_path: a string key naming a file, relative to the folder of the scenario file that writes it (so a
+            base file's paths keep its folder when another file extends it).
         source: where its default comes from.
     """
 
@@ -85,6 +87,7 @@ class Key:
     choices: Callable[[], Sequence[str]] | None = None
     keys: str | None = None
     trace_column: bool = False
+    relative_path: bool = False
     source: str = ""
 
     def __post_init__(self) -> None:
@@ -186,7 +189,7 @@ SECTIONS: dict[str, tuple[Key, ...]] = {
     "top": (
         Key("extends", "string", "start from that scenario (a built-in name or a YAML path) and deep-merge this file "
             "over it: mappings merge key by key, any other value (lists included) replaces the base's; chains are "
-            "allowed, cycles are errors", default_text="none"),
+            "allowed, cycles are errors. A file path inside the base keeps the base's folder", default_text="none"),
         Key("version", "const", "schema version; only 1", default=SCHEMA_VERSION),
         Key("name", "string", "the scenario's name", default_text='file stem ("scenario" for a dict)'),
         Key("horizon_h", "number", "episode truncation; stored as `horizon_s`", "hours", REQUIRED, **POSITIVE),
@@ -279,8 +282,9 @@ SECTIONS: dict[str, tuple[Key, ...]] = {
     ),
     "price_csv": (
         Key("path", "string", "a CSV with `datetime_utc` (hour-beginning, ISO 8601) and `column`, 8760 consecutive "
-            "hourly rows from 1 January 00:00 UTC, relative to the scenario file's folder. Gaps, repeats, empty or NaN "
-            "cells, and a unit that puts the median price outside 0.001–5 USD/kWh are errors", default=REQUIRED),
+            "hourly rows from 1 January 00:00 UTC, relative to the folder of the scenario file that names it. Gaps, "
+            "repeats, empty or NaN cells, and a unit that puts the median price outside 0.001–5 USD/kWh are errors",
+            default=REQUIRED, relative_path=True),
         Key("column", "string", "the price column", default=REQUIRED),
         Key("unit", "choice", "the prices' unit", default=REQUIRED, choices=lambda: tuple(PRICE_UNITS)),
     ),
@@ -354,8 +358,8 @@ SECTIONS: dict[str, tuple[Key, ...]] = {
             choices=bundled.job_traces),
     ),
     "trace": (
-        Key("csv", "string", "the trace file (see below), relative to the YAML file's folder (the working directory "
-            "for a dict)", default=REQUIRED),
+        Key("csv", "string", "the trace file (see below), relative to the folder of the scenario file that names it "
+            "(the working directory for a dict)", default=REQUIRED, relative_path=True),
     ),
     "job_class": (
         Key("name", "string", "unique class name", default_text="`class-<i>`"),

@@ -364,7 +364,8 @@ def _resolve_extends(data: Any, base_dir: Path, chain: tuple[Path, ...]) -> Any:
     """Apply ``extends: <built-in name or path>``: the base file's content, deep-merged with this one's.
 
     Mappings merge key by key (recursively); any other value, lists included, replaces the base's. A relative
-    base path is resolved against the extending file's folder; so are paths inside the merged result.
+    base path is resolved against the extending file's folder; a file path inside the base (a key declared
+    ``relative_path``) keeps the base's folder (:func:`_anchored`).
     """
     if not isinstance(data, dict) or "extends" not in data:
         return data
@@ -381,7 +382,25 @@ def _resolve_extends(data: Any, base_dir: Path, chain: tuple[Path, ...]) -> Any:
     base = _resolve_extends(_read_yaml(path), path.parent, (*chain, path.resolve()))
     if not isinstance(base, dict):
         raise ScenarioError("extends", f"{ref!r} is not a mapping", "a scenario file")
-    return _deep_merge(base, {k: v for k, v in data.items() if k != "extends"})
+    return _deep_merge(_anchored(base, path.parent), {k: v for k, v in data.items() if k != "extends"})
+
+
+def _anchored(data: Any, folder: Path, section: str = "top") -> Any:
+    """``data`` (a scenario file's content, or a part of it that ``section`` declares) with every file path of a
+    key declared ``relative_path`` made absolute against ``folder``, the folder of the file that wrote it; the rest
+    is left as it is (the loader checks it later)."""
+    if not isinstance(data, dict):
+        return data
+    out = dict(data)
+    for declared in format_.SECTIONS[section]:
+        value = out.get(declared.name)
+        if declared.relative_path and isinstance(value, str):
+            out[declared.name] = str(folder / value)
+        elif declared.kind == "section" and declared.keys:
+            out[declared.name] = _anchored(value, folder, declared.keys)
+        elif declared.kind == "items" and declared.keys and isinstance(value, list):
+            out[declared.name] = [_anchored(item, folder, declared.keys) for item in value]
+    return out
 
 
 def _deep_merge(base: dict, override: dict) -> dict:
