@@ -253,7 +253,7 @@ def test_capacity_loss_needs_failures_and_checks_its_keys():
 
 def test_a_degraded_link_keeps_its_share_for_the_duration_both_ways():
     """Each degradation drops its link to ``factor`` of its bandwidth in both directions and restores it after the
-    duration; overlapping ones do not compound; a world with degradations runs on the Python decision path."""
+    duration; overlapping ones do not compound; a world with degradations runs on the compiled backend too."""
     data = yaml.load((SCENARIO_DIR / "small.yaml").read_text(), Loader=StrictYamlLoader)  # noqa: S506
     data["network"]["degradation"] = {"per_link_day": 6.0, "factor": 0.25, "duration_h": 3.0}
     scenario = load_scenario(data)
