@@ -90,13 +90,28 @@ def test_compiled_table_equals_python_table_on_random_worlds(seed):
 
 
 def test_strategies_without_a_compiled_twin_run_beside_the_compiled_table():
-    """The ablations have no compiled twin: their columns run their Python rules, the others stay compiled, and the
-    whole table equals the Python one."""
-    strategies = ("bace-pipe", "bace-pipe-no-costmin", "fastest", "bace-pipe-no-pathfinder")
+    """A registered strategy has no compiled twin: its column runs its Python rule, the others (BACE-Pipe's ablations
+    included) stay compiled, and the whole table equals the Python one."""
+    from geopipe_env.decision.placement import single_region
+    from geopipe_env.decision.strategies import register_strategy, strategy_names
+
+    if "test-most-free-region" not in strategy_names():
+        register_strategy("test-most-free-region", lambda ctx, job: single_region(ctx, job, lambda r: -ctx.free_list(job)[r]))
+    strategies = ("bace-pipe", "bace-pipe-no-costmin", "test-most-free-region", "fastest", "bace-pipe-no-pathfinder")
     env = gym.make("GeoPipe-v0", strategies=strategies).unwrapped
     assert isinstance(env._backend, CompiledBackend)
-    assert [k for k, _ in env._backend.python_columns] == [1, 3]
+    assert [k for k, _ in env._backend.python_columns] == [2]
     assert walk(env, 7, 80) > 200
+
+
+@pytest.mark.parametrize("scenario", ["geopipe-v0", "paper-24", "a6000-vm-pair"])
+def test_the_ablations_compiled_twins_equal_their_rules(scenario):
+    """BACE-Pipe's two ablations run compiled: their placements and figures equal their Python rules at every
+    decision, alone and beside the pooled strategies and selectors."""
+    strategies = ("bace-pipe-no-pathfinder", "cheapest", "bace-pipe-no-costmin", "bace-pipe", "ldf")
+    env = GeoPipeEnv(scenario, strategies=strategies)
+    assert env._backend.python_columns == []
+    assert walk(env, 11, 120) > 300
 
 
 BACKGROUND = {"extends": "geopipe-v0", "network": {"background": {"mean_fraction": 0.3, "amplitude_fraction": 0.2}}}

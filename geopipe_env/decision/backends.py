@@ -4,7 +4,7 @@ At each decision the env asks its backend for the candidate table of the visible
 and with which estimated figures), for the placement behind an action, and for the observation, through
 :class:`DecisionBackend`; the env uses the one :func:`make_backend` gives, for every world and timing:
 :class:`CompiledBackend`, the compiled twins of the built-in strategies (``candidate_kernels``), timed from a
-  layout table, and the compiled observation encoder. A strategy without a compiled twin (an ablation, or one added
+  layout table, and the compiled observation encoder. A strategy without a compiled twin (one added
   with ``strategies.register_strategy``) runs its Python rule beside it. Worlds whose line rates never change share
   the process's table for their timing; a world whose line rates change (background traffic, degraded links) keeps
   a table of its own and empties it when they change. With ``timing="exact"`` every layout is timed in Python

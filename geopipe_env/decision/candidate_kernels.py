@@ -33,8 +33,9 @@ from geopipe_env.base.tables import (
 from geopipe_env.base.units import GRAMS_PER_KG, SECONDS_PER_HOUR, WATTS_PER_KW, transfer_time_s
 
 # Strategy codes (``strategies.BUILT_IN`` binds them to names): the named strategies, which make the pool in this
-# order, then the selectors. A negative code (``strategies.NO_TWIN``) is a strategy this kernel leaves to Python.
-BACE_PIPE, CR_LCF, CR_LDF, LCF, LDF, FASTEST, CHEAPEST, GREENEST = range(8)
+# order, then the selectors, then BACE-Pipe's two ablations (named, not pooled). A negative code
+# (``strategies.NO_TWIN``) is a strategy this kernel leaves to Python.
+BACE_PIPE, CR_LCF, CR_LDF, LCF, LDF, FASTEST, CHEAPEST, GREENEST, BACE_PIPE_NO_PATHFINDER, BACE_PIPE_NO_COSTMIN = range(10)
 NUM_NAMED = 5
 # Path growth scores: -price of the new region (cr-lcf); free stages and spare bandwidth (cr-ldf); spare
 # bandwidth (bace-pipe).
@@ -203,24 +204,38 @@ def _named(code: int, free: np.ndarray, free_gpus: np.ndarray, needed: int, band
             return 0
         regions[0], stages[0] = best, needed
         return 1
-    if code == BACE_PIPE:
-        best = _best_single(free, needed, rank)
+    if code == BACE_PIPE or code == BACE_PIPE_NO_PATHFINDER or code == BACE_PIPE_NO_COSTMIN:
+        # The pathfinder (placement.bace_pathfinder): the best single region that holds the job, else a path grown
+        # from each start in order. The no-pathfinder ablation grows by cost rank with no admission test; the
+        # no-Cost-Min one orders by free stages and fills its path in order.
+        keys = -free.astype(np.float64) if code == BACE_PIPE_NO_COSTMIN else rank
+        best = _best_single(free, needed, keys)
+        length = 0
         if best >= 0:
             path[0] = best
-            return _cost_min_allocate(path, 1, free, needed, rank, regions, stages, order)
-        count = 0
-        starts = np.empty(num_regions, dtype=np.int64)
-        for r in range(num_regions):
-            if free[r] > 0:
-                starts[count] = r
-                count += 1
-        _sort_by(rank, starts, count)
-        for i in range(count):
-            length = _grow_path(starts[i], needed, free, bandwidth, spare, latency, admit_s, wan_bytes, price,
-                                _BY_SPARE, 1.0, 1.0, admissible, True, path, in_path)
-            if length:
-                return _cost_min_allocate(path, length, free, needed, rank, regions, stages, order)
-        return 0
+            length = 1
+        else:
+            count = 0
+            starts = np.empty(num_regions, dtype=np.int64)
+            for r in range(num_regions):
+                if free[r] > 0:
+                    starts[count] = r
+                    count += 1
+            _sort_by(keys, starts, count)
+            for i in range(count):
+                if code == BACE_PIPE_NO_PATHFINDER:
+                    length = _grow_path(starts[i], needed, free, bandwidth, spare, latency, admit_s, wan_bytes, rank,
+                                        _BY_PRICE, 1.0, 1.0, False, True, path, in_path)
+                else:
+                    length = _grow_path(starts[i], needed, free, bandwidth, spare, latency, admit_s, wan_bytes,
+                                        price, _BY_SPARE, 1.0, 1.0, admissible, True, path, in_path)
+                if length:
+                    break
+        if length == 0:
+            return 0
+        if code == BACE_PIPE_NO_COSTMIN:
+            return _fill_in_order(path, length, free, needed, regions, stages)
+        return _cost_min_allocate(path, length, free, needed, rank, regions, stages, order)
     start, max_free = -1, 1.0
     for r in range(num_regions):
         max_free = max(max_free, float(free[r]))
@@ -304,7 +319,7 @@ def candidate_table(state, world, jobs, visible, layouts, output, mask) -> tuple
     num_profiles = profile_f.shape[0]
     hour = min(int(max(now_s, 0.0) // SECONDS_PER_HOUR), price_values.shape[1] - 1)
     price = np.ascontiguousarray(price_values[:, hour])
-    pool_size = NUM_NAMED + num_regions
+    pool_size = NUM_NAMED + num_regions + strategies.shape[0]  # the pool, then the ablations' placements
     # Per profile, its free stages and its named placements (computed for the first visible job of the profile,
     # as placement.PlacementContext.named keeps them).
     done = np.zeros(num_profiles, dtype=np.bool_)
@@ -323,6 +338,18 @@ def candidate_table(state, world, jobs, visible, layouts, output, mask) -> tuple
     pool_length = np.zeros(pool_size, dtype=np.int64)
     pool_candidate = np.zeros(pool_size, dtype=np.int64)
     named_at = np.zeros(NUM_NAMED, dtype=np.int64)
+    # BACE-Pipe's ablations, by column: their placements per profile (as the named ones), and each column's entry
+    # after the pool at the current slot.
+    num_columns = strategies.shape[0]
+    ablations = 0
+    for k in range(num_columns):
+        if strategies[k] == BACE_PIPE_NO_PATHFINDER or strategies[k] == BACE_PIPE_NO_COSTMIN:
+            ablations += 1
+    size_of = num_profiles if ablations else 0
+    column_regions = np.zeros((size_of, num_columns, num_regions), dtype=np.int64)
+    column_stages = np.zeros((size_of, num_columns, num_regions), dtype=np.int64)
+    column_length = np.zeros((size_of, num_columns), dtype=np.int64)
+    column_at = np.full(num_columns, -1, dtype=np.int64)
     kw = np.empty(num_regions)
     candidate_of[:, :] = -1
     num_candidates, num_misses = 0, 0
@@ -351,6 +378,15 @@ def candidate_table(state, world, jobs, visible, layouts, output, mask) -> tuple
                     wan_bytes, price, rank, named_regions[p, code],
                     named_stages[p, code], path, in_path, order, admissible,
                 )
+            if ablations:
+                for k in range(num_columns):
+                    code = strategies[k]
+                    if code == BACE_PIPE_NO_PATHFINDER or code == BACE_PIPE_NO_COSTMIN:
+                        column_length[p, k] = _named(
+                            code, free_of[p], free_gpus, needed, bandwidth, spare, max_spare, latency, admit_s,
+                            wan_bytes, price, rank, column_regions[p, k], column_stages[p, k], path, in_path, order,
+                            admissible,
+                        )
         free = free_of[p]
         # The pool: the named placements, then every single region that holds the job, without repeats.
         size = 0
@@ -380,8 +416,28 @@ def candidate_table(state, world, jobs, visible, layouts, output, mask) -> tuple
                 size += 1
             if i < NUM_NAMED:
                 named_at[i] = at
-        # Describe each pool entry (placement.PlacementContext.describe).
-        for j in range(size):
+        # The ablations' placements, after the pool (the selectors choose among the pool only).
+        described = size
+        for k in range(num_columns if ablations else 0):
+            column_at[k] = -1
+            length = column_length[p, k]
+            if length == 0:
+                continue
+            regions, stages = column_regions[p, k], column_stages[p, k]
+            at = -1
+            for j in range(described):
+                if _same(pool_regions[j], pool_stages[j], pool_length[j], regions, stages, length):
+                    at = j
+                    break
+            if at < 0:
+                at = described
+                pool_regions[at, :length] = regions[:length]
+                pool_stages[at, :length] = stages[:length]
+                pool_length[at] = length
+                described += 1
+            column_at[k] = at
+        # Describe each entry (placement.PlacementContext.describe).
+        for j in range(described):
             pool_candidate[j] = -1
             length = pool_length[j]
             regions, stages = pool_regions[j], pool_stages[j]
@@ -457,6 +513,10 @@ def candidate_table(state, world, jobs, visible, layouts, output, mask) -> tuple
                 continue
             if code < NUM_NAMED:
                 at = named_at[code]
+                candidate_of[slot, k] = -1 if at < 0 else pool_candidate[at]
+                continue
+            if code == BACE_PIPE_NO_PATHFINDER or code == BACE_PIPE_NO_COSTMIN:
+                at = column_at[k]
                 candidate_of[slot, k] = -1 if at < 0 else pool_candidate[at]
                 continue
             column = C_DURATION if code == FASTEST else C_COST if code == CHEAPEST else C_CARBON

@@ -43,7 +43,7 @@ class Strategy(NamedTuple):
 
 
 # The built-in strategies. The pooled ones come first, in the order of their compiled codes (the compiled pool's
-# order), then the selectors, then the ablations, which have no compiled twin.
+# order), then the selectors, then BACE-Pipe's ablations (compiled too, but not pooled and not default slots).
 BUILT_IN: tuple[Strategy, ...] = (
     Strategy("bace-pipe", pl.bace_pipe, ck.BACE_PIPE, pooled=True),
     Strategy("cr-lcf", pl.cr_lcf, ck.CR_LCF, pooled=True),
@@ -53,11 +53,11 @@ BUILT_IN: tuple[Strategy, ...] = (
     Strategy("fastest", None, ck.FASTEST, selects=lambda c: c.duration_s),
     Strategy("cheapest", None, ck.CHEAPEST, selects=lambda c: c.cost_usd),
     Strategy("greenest", None, ck.GREENEST, selects=lambda c: c.carbon_kg),
-    Strategy("bace-pipe-no-pathfinder", pl.bace_pipe_no_pathfinder),
-    Strategy("bace-pipe-no-costmin", pl.bace_pipe_no_costmin),
+    Strategy("bace-pipe-no-pathfinder", pl.bace_pipe_no_pathfinder, ck.BACE_PIPE_NO_PATHFINDER),
+    Strategy("bace-pipe-no-costmin", pl.bace_pipe_no_costmin, ck.BACE_PIPE_NO_COSTMIN),
 )
-# The default K candidate slots, in slot order: every built-in strategy but the ablations.
-STRATEGY_NAMES: tuple[str, ...] = tuple(s.name for s in BUILT_IN if s.code != NO_TWIN)
+# The default K candidate slots, in slot order: the pooled strategies and the selectors (not the ablations).
+STRATEGY_NAMES: tuple[str, ...] = tuple(s.name for s in BUILT_IN if s.pooled or s.selects is not None)
 POOLED_FROM: tuple[str, ...] = tuple(s.name for s in BUILT_IN if s.pooled)  # what the selectors choose among
 
 _REGISTRY: dict[str, Strategy] = {s.name: s for s in BUILT_IN}
