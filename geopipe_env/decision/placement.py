@@ -2,8 +2,10 @@
 
 Each strategy returns a :class:`Placement` of exactly K* stages, or ``None`` when it finds nothing feasible now.
 The env exposes them as the K candidate slots of its action space, so every scripted policy's
-decision is an action (:mod:`geopipe_env.decision.strategies` registers them, each with its compiled twin where it has
-one; BACE-Pipe: arXiv 2605.25375):
+decision is an action (:mod:`geopipe_env.decision.strategies` registers them, each with its compiled twin; BACE-Pipe:
+arXiv 2605.25375). An env runs the compiled twins; these rules are their specification (the parity tests hold the
+twins to them), and they run as they are for BACE-Pipe's readings (:class:`BaceReading`, registered as strategies of
+their own) and for strategies a user registers, which build on :class:`PlacementContext`:
 
 * ``bace-pipe``: bandwidth-aware pathfinder (the cheapest single region that holds the job; else Prim-like
   expansion from either end of the path along the highest available bandwidth, adding a region only if
