@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from geopipe_env.base.compiled import jit
+from geopipe_env.base.compiled import jit, jit_inline
 from geopipe_env.simulation.layout_table import find_layout
 from geopipe_env.physics.energy import cumulative_at, gpu_power_w, weighted_integral
 from geopipe_env.physics.network import is_stalled
@@ -269,6 +269,20 @@ def _same(regions_a: np.ndarray, stages_a: np.ndarray, length_a: int, regions_b:
     return True
 
 
+@jit_inline
+def _pool_entry(pool_regions: np.ndarray, pool_stages: np.ndarray, pool_length: np.ndarray, count: int,
+                regions: np.ndarray, stages: np.ndarray, length: int) -> tuple[int, int]:
+    """A placement's entry among the first ``count`` of a pool, added at ``count`` if it is not there:
+    ``(entry, entries now)``."""
+    for j in range(count):
+        if _same(pool_regions[j], pool_stages[j], pool_length[j], regions, stages, length):
+            return j, count
+    pool_regions[count, :length] = regions[:length]
+    pool_stages[count, :length] = stages[:length]
+    pool_length[count] = length
+    return count, count + 1
+
+
 @jit
 def candidate_table(state, world, jobs, visible, layouts, output, mask) -> tuple[int, int, int]:
     """The candidate table of the visible jobs (the specification's ``candidate_row`` for each, in slot order).
@@ -403,17 +417,7 @@ def candidate_table(state, world, jobs, visible, layouts, output, mask) -> tuple
                     continue
                 regions, stages, length = pool_regions[size], pool_stages[size], 1
                 regions[0], stages[0] = r, needed
-            at = -1
-            for j in range(size):
-                if _same(pool_regions[j], pool_stages[j], pool_length[j], regions, stages, length):
-                    at = j
-                    break
-            if at < 0:
-                at = size
-                pool_regions[at, :length] = regions[:length]
-                pool_stages[at, :length] = stages[:length]
-                pool_length[at] = length
-                size += 1
+            at, size = _pool_entry(pool_regions, pool_stages, pool_length, size, regions, stages, length)
             if i < NUM_NAMED:
                 named_at[i] = at
         # The ablations' placements, after the pool (the selectors choose among the pool only).
@@ -423,19 +427,8 @@ def candidate_table(state, world, jobs, visible, layouts, output, mask) -> tuple
             length = column_length[p, k]
             if length == 0:
                 continue
-            regions, stages = column_regions[p, k], column_stages[p, k]
-            at = -1
-            for j in range(described):
-                if _same(pool_regions[j], pool_stages[j], pool_length[j], regions, stages, length):
-                    at = j
-                    break
-            if at < 0:
-                at = described
-                pool_regions[at, :length] = regions[:length]
-                pool_stages[at, :length] = stages[:length]
-                pool_length[at] = length
-                described += 1
-            column_at[k] = at
+            column_at[k], described = _pool_entry(pool_regions, pool_stages, pool_length, described,
+                                                  column_regions[p, k], column_stages[p, k], length)
         # Describe each entry (placement.PlacementContext.describe).
         for j in range(described):
             pool_candidate[j] = -1
