@@ -7,10 +7,10 @@ Usage::
     python benchmarks/backends.py [--scenario geopipe-v0] [--timing exact] [--decisions 2000] [--rounds 3]
     python benchmarks/backends.py --background 0.3     # the scenario with background traffic of that mean share
 
-Each run is a fresh process (no cache carries over from one run to the next): a new env on that backend,
-``--decisions`` decisions of a random valid policy from the first reset on, resets included, timed end to end; both
-backends see the same actions. Before the first round each backend runs once untimed, so that compiled kernels are
-on disk. It prints each round's rates, then each backend's median and the median of the rounds' ratios.
+Each run is a fresh process (no cache carries over from one run to the next): ``env_throughput.py``'s measurement
+on a new env on that backend, ``--decisions`` decisions of a random valid policy from the first reset on, resets
+included, timed end to end; both backends see the same actions. Before the first round each backend runs once
+untimed, so that compiled kernels are on disk. It prints each round's rates, then each backend's median and the median of the rounds' ratios.
 """
 
 from __future__ import annotations
@@ -24,17 +24,18 @@ from pathlib import Path
 from geopipe_evaluation.cli import int_at_least
 
 BACKENDS = ("compiled", "python")
-TESTS = Path(__file__).resolve().parent.parent / "tests"  # where the Python backend, the specification, lives
-# One run: argv = backend, scenario, timing, background share, decisions. Prints decisions/s.
+ROOT = Path(__file__).resolve().parent.parent  # the checkout: its tests hold the Python backend, the specification
+# One run: argv = the checkout, backend, scenario, timing, background share, decisions. Prints decisions/s.
 RUNNER = """
-import sys, time
-import numpy as np
+import sys
+
+root, backend, scenario, timing, background, decisions = sys.argv[1:7]
+sys.path[:0] = [root, root + "/tests"]
 import geopipe_env.env as env_module
+from benchmarks.env_throughput import decisions_per_second
 from geopipe_env.scenario.loader import load_scenario
 
-backend, scenario, timing, background, decisions, tests = sys.argv[1:7]
 if backend == "python":
-    sys.path.insert(0, tests)
     from reference import PythonBackend  # the specification, with the tests (it does not ship)
 
     env_module.make_backend = lambda strategies, queue_slots: PythonBackend(strategies)
@@ -42,23 +43,15 @@ if float(background) > 0:
     share = float(background)
     scenario = load_scenario({"extends": scenario,
                               "network": {"background": {"mean_fraction": share, "amplitude_fraction": share / 2}}})
-env = env_module.GeoPipeEnv(scenario=scenario, timing=timing)
-rng = np.random.default_rng(0)
-start = time.perf_counter()
-obs, info = env.reset(seed=0)
-for step in range(int(decisions)):
-    obs, reward, terminated, truncated, info = env.step(int(rng.choice(np.flatnonzero(info["action_mask"]))))
-    if terminated or truncated:
-        obs, info = env.reset(seed=step + 1)
-print(int(decisions) / (time.perf_counter() - start))
+print(decisions_per_second("GeoPipe-v0", int(decisions), 0, scenario=scenario, timing=timing)[0])
 """
 
 
 def run(backend: str, args: argparse.Namespace, decisions: int) -> float:
     """Decisions/s of one fresh process on ``backend``."""
     out = subprocess.run(
-        [sys.executable, "-c", RUNNER, backend, args.scenario, args.timing, str(args.background), str(decisions),
-         str(TESTS)],
+        [sys.executable, "-c", RUNNER, str(ROOT), backend, args.scenario, args.timing, str(args.background),
+         str(decisions)],
         capture_output=True, text=True, check=False,
     )
     if out.returncode:

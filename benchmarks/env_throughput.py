@@ -33,9 +33,10 @@ def masked_random_action(rng: np.random.Generator, mask: np.ndarray) -> int:
     return int(valid[rng.integers(valid.size)])
 
 
-def decisions_per_second(env_id: str, decisions: int, seed: int) -> tuple[float, float, int]:
-    """(decisions per second end to end, decisions per second of the env's own time, episodes) for one run."""
-    env = gym.make(env_id).unwrapped  # no checker wrappers: measure the env itself
+def decisions_per_second(env_id: str, decisions: int, seed: int, **env_kwargs) -> tuple[float, float, int]:
+    """(decisions per second end to end, decisions per second of the env's own time, episodes) for one run of a
+    random valid policy; ``env_kwargs`` go to ``gym.make``."""
+    env = gym.make(env_id, **env_kwargs).unwrapped  # no checker wrappers: measure the env itself
     rng = np.random.default_rng(seed)
     clock = time.perf_counter
     start = clock()

@@ -31,7 +31,7 @@ import numpy as np
 
 from geopipe_env.simulation.core_types import Job
 from geopipe_env.decision.placement import PlacementContext
-from geopipe_env.decision.strategies import _REGISTRY, POOLED_FROM, STRATEGY_NAMES, named_placement
+from geopipe_env.decision.strategies import _REGISTRY, BUILT_IN, STRATEGY_NAMES, named_placement
 from geopipe_env.decision.placement import _placement
 from geopipe_env.decision.observation import ObservationEncoder
 from geopipe_env.simulation.core_types import CandidateInfo
@@ -648,7 +648,8 @@ def candidate_row(ctx: PlacementContext, job: Job, strategies: Sequence[str] = S
             out.append(describe(named(name)))
             continue
         if pool is None:
-            described = (describe(p) for p in _pool(ctx, job, [named(n) for n in POOLED_FROM]))
+            pooled = [s.name for s in BUILT_IN if s.pooled]  # what the selectors choose among
+            described = (describe(p) for p in _pool(ctx, job, [named(n) for n in pooled]))
             pool = [c for c in described if c is not None]
         scored = [(chosen.selects(c), i) for i, c in enumerate(pool)]
         scored = [s for s in scored if math.isfinite(s[0])]

@@ -1,5 +1,5 @@
-"""The compiled candidate table (``geopipe_env.decision.candidate_kernels``, in ``decision.CompiledBackend``) equals the Python
-one (``strategies.candidate_row``) at every decision: the same placements behind the same actions, and the same
+"""The compiled candidate table (``geopipe_env.decision.candidate_kernels``, in ``decision.backends.CompiledBackend``)
+equals the Python one (``candidate_row`` in ``tests/reference.py``) at every decision: the same placements behind the same actions, and the same
 figures to 1e-12."""
 
 from __future__ import annotations

@@ -113,3 +113,15 @@ def test_docs_observation_table_is_the_declaration():
     assert tables.observation_markdown() in text
     rows = [line for line in text.splitlines() if re.match(r"\| `(regions|links|queue|candidates|global)` \|", line)]
     assert len(rows) == sum(len(table) for _, table, _ in tables.OBSERVATION)
+
+
+def test_a_record_is_packed_by_field_name_in_its_declared_order():
+    """Table.pack orders the fields as declared, and refuses a missing or an unknown field in one line."""
+    from geopipe_env.base.tables import DECISION_STATE, DS_CAPACITY, DS_FREE_GPUS, DS_LINK_LOAD, DS_NOW_S
+
+    record = DECISION_STATE.pack(link_load="l", capacity="c", free_gpus="g", now_s=1.0)
+    assert (record[DS_NOW_S], record[DS_FREE_GPUS], record[DS_CAPACITY], record[DS_LINK_LOAD]) == (1.0, "g", "c", "l")
+    with pytest.raises(ValueError, match=r"missing \['link_load'\], unknown \[\]"):
+        DECISION_STATE.pack(capacity="c", free_gpus="g", now_s=1.0)
+    with pytest.raises(ValueError, match=r"missing \[\], unknown \['load'\]"):
+        DECISION_STATE.pack(link_load="l", capacity="c", free_gpus="g", now_s=1.0, load="x")

@@ -3,12 +3,12 @@
 At each decision the env asks its backend for the candidate table of the visible jobs (which action launches what,
 and with which estimated figures), for the placement behind an action, and for the observation, through
 :class:`DecisionBackend`; the env uses the one :func:`make_backend` gives, for every world and timing:
-:class:`CompiledBackend`, the compiled twins of the built-in strategies (``candidate_kernels``), timed from a
-  layout table, and the compiled observation encoder. A strategy without a compiled twin (one added
-  with ``strategies.register_strategy``) runs its Python rule beside it. Worlds whose line rates never change share
-  the process's table for their timing; a world whose line rates change (background traffic, degraded links) keeps
-  a table of its own and empties it when they change. With ``timing="exact"`` every layout is timed in Python
-  through the process's timing memo (``LayoutTable(exact=True)``).
+:class:`CompiledBackend`, the compiled twins of the built-in strategies (``candidate_kernels``), timed from a layout
+table, and the compiled observation encoder. A strategy without a compiled twin (one added with
+``strategies.register_strategy``) runs its Python rule beside it. Worlds whose line rates never change share the
+process's table for their timing; a world whose line rates change (background traffic, degraded links) keeps a table
+of its own and empties it when they change. With ``timing="exact"`` every layout is timed in Python through the
+process's timing memo (``LayoutTable(exact=True)``).
 
 Its specification, ``PythonBackend`` in ``tests/reference.py`` (every strategy's Python rule,
 ``candidate_row``, timed by the simulator, and the observation written from the candidates' rows), lives
@@ -70,8 +70,8 @@ def make_backend(strategies: Sequence[str], queue_slots: int) -> DecisionBackend
 class CompiledBackend:
     """The compiled candidate table and encoder. Per episode it prepares flat arrays once (the episode's job
     profiles, per-job figures and the world's constants); at each decision it calls
-    ``candidate_kernels.candidate_table`` (adding the layouts it reports missing to the shared layout table and
-    calling it again), then runs the strategies without a compiled twin in Python, and keeps the result in
+    ``candidate_kernels.candidate_table`` (adding the layouts it reports missing to its layout table and calling it
+    again), then runs the strategies without a compiled twin in Python, and keeps the result in
     preallocated arrays. A :class:`CandidateInfo` is built only when asked for (:meth:`info`)."""
 
     checked = True
@@ -128,8 +128,9 @@ class CompiledBackend:
             carbon_prefix=w.carbon.prefix_h, carbon_values=w.carbon.values,
         )
         queue_slots = self.queue_slots
-        # The pool per visible job (named strategies and single regions), then one row per Python-run strategy.
-        rows = queue_slots * (ck.NUM_NAMED + num_regions + len(self.python_columns))
+        # Per visible job: the pool (named strategies and single regions), then at most one row per column beyond
+        # it (an ablation's own placement, or a Python-run strategy's).
+        rows = queue_slots * (ck.NUM_NAMED + num_regions + self.codes.size)
         self.candidate_of = np.full((queue_slots, self.codes.size), -1, dtype=np.int64)  # (Q, K)
         self.candidate_f = np.zeros((rows, NUM_CANDIDATE_FLOATS))  # (C, tables.CANDIDATE_FLOATS)
         self.candidate_place = np.zeros((rows, 2 * num_regions), dtype=np.int64)  # (C, 2R)

@@ -2,8 +2,8 @@
 
 :func:`candidate_table` computes, for every visible job, the placements of the five named strategies
 (``bace-pipe`` with its default reading, ``cr-lcf``, ``cr-ldf``, ``lcf``, ``ldf``), the pool of those and every
-single region that holds the job, each pool entry's estimate, cost and carbon, and the ``fastest`` /
-``cheapest`` / ``greenest`` choices: what ``candidate_row`` (its specification, in ``tests/reference.py``) computes from the Python
+single region that holds the job, each pool entry's estimate, cost and carbon, the ``fastest`` /
+``cheapest`` / ``greenest`` choices among the pool, and BACE-Pipe's two ablations where they are columns: what ``candidate_row`` (its specification, in ``tests/reference.py``) computes from the Python
 rules (``tests/test_candidate_kernels.py`` checks the two against each other, decision for decision). Ties, orders and arithmetic follow the Python code step by step, so the same placements come out and
 the numbers agree to rounding. Every job's timing is read from a :class:`geopipe_env.simulation.layout_table.LayoutTable`;
 a placement whose layout is not stored yet is reported back as a miss for the caller to add.
@@ -37,8 +37,8 @@ from geopipe_env.base.units import GRAMS_PER_KG, SECONDS_PER_HOUR, WATTS_PER_KW,
 # (``strategies.NO_TWIN``) is a strategy this kernel leaves to Python.
 BACE_PIPE, CR_LCF, CR_LDF, LCF, LDF, FASTEST, CHEAPEST, GREENEST, BACE_PIPE_NO_PATHFINDER, BACE_PIPE_NO_COSTMIN = range(10)
 NUM_NAMED = 5
-# Path growth scores: -price of the new region (cr-lcf); free stages and spare bandwidth (cr-ldf); spare
-# bandwidth (bace-pipe).
+# Path growth scores: minus the new region's key, the price (cr-lcf) or the cost rank (bace-pipe-no-pathfinder);
+# free stages and spare bandwidth (cr-ldf); spare bandwidth (bace-pipe, bace-pipe-no-costmin).
 _BY_PRICE, _BY_FREE_AND_SPARE, _BY_SPARE = range(3)
 
 
@@ -296,8 +296,8 @@ def candidate_table(state, world, jobs, visible, layouts, output, mask) -> tuple
             per forward, then its forward time per region (``tables.PROFILE_FLOATS``); its layout-table id, stage
             count, GPUs per stage and micro-batches, then its memory fit per region (``tables.PROFILE_INTS``); per
             job, its profile and iterations (``tables.CANDIDATE_JOB_INTS`` rows) and its isolated duration (what
-            BACE-Pipe's cost rank spreads the price over); the strategy codes (``BACE_PIPE`` … ``GREENEST``; a
-            negative code leaves column k to the caller).
+            BACE-Pipe's cost rank spreads the price over); the strategy codes (``BACE_PIPE`` …
+            ``BACE_PIPE_NO_COSTMIN``; a negative code leaves column k to the caller).
         visible (Q',): the visible jobs' ids, in slot order.
         layouts: ``tables.LAYOUT_ARRAYS`` of a :class:`~geopipe_env.simulation.layout_table.LayoutTable`.
         output: ``tables.CANDIDATE_OUTPUT``, written: the candidate behind each action (−1: masked); each

@@ -58,7 +58,6 @@ BUILT_IN: tuple[Strategy, ...] = (
 )
 # The default K candidate slots, in slot order: the pooled strategies and the selectors (not the ablations).
 STRATEGY_NAMES: tuple[str, ...] = tuple(s.name for s in BUILT_IN if s.pooled or s.selects is not None)
-POOLED_FROM: tuple[str, ...] = tuple(s.name for s in BUILT_IN if s.pooled)  # what the selectors choose among
 
 _REGISTRY: dict[str, Strategy] = {s.name: s for s in BUILT_IN}
 

@@ -745,7 +745,7 @@ def _run_events(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_
             if memory[dev] > out_peak[dev]:
                 out_peak[dev] = memory[dev]
         if greedy:
-            rank = j if pipes == 1 else j >> 1
+            rank = j if pipes == 1 else j >> 1  # a program has one pipeline or two
             if kind == F:
                 next_f[c] = rank + 1
             elif kind == W:

@@ -340,7 +340,7 @@ _LOCAL_ITERATION = ProcessCache("local iteration times", LOCAL_ITERATION_CACHE_S
 
 def shared_layout_cache(world: World, exact_timing: bool) -> BoundedDict:
     """The process's ``layout_cache`` for :class:`ClusterSim` on worlds that time and power every layout alike:
-    equal :func:`~geopipe_env.simulation.generator.layout_key` (line rates, latencies, intra-region link, schedule, GPU power
+    equal :func:`~geopipe_env.simulation.core_types.layout_key` (line rates, latencies, intra-region link, schedule, GPU power
     figures and PUE) and timing. Every env of a process, and every episode, on such worlds shares it: a layout is a
     pure function of these, its job's ``profile_key`` and its placement. Worlds whose line rates change must not
     use it."""
