@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from geopipe_agents.spaces import check_spaces
+from geopipe_agents.spaces import ObservationSpaceMismatch, check_spaces
 from geopipe_evaluation.cli import install_hint
 
 if TYPE_CHECKING:
@@ -95,6 +95,10 @@ def _algorithm_of(path: Path) -> Any:
     return MaskablePPO if "sb3_contrib" in data else PPO
 
 
+def _first_line_with(text: str, words: str) -> str:
+    return next((line.strip() for line in text.splitlines() if words in line), text.splitlines()[0] if text else "")
+
+
 def load_agent(path: str | os.PathLike, env: Any | None = None, deterministic: bool = True) -> Policy:
     """Load ``path`` (an SB3 ``.zip``) and its normalisation stats, if saved beside it, as an :class:`AgentPolicy`.
 
@@ -109,7 +113,8 @@ def load_agent(path: str | os.PathLike, env: Any | None = None, deterministic: b
     Raises:
         FileNotFoundError: no such file.
         ValueError: the file is not an SB3 model, or a folder without the ``rllib`` extra installed.
-        ObservationSpaceMismatch: ``env``'s observation space differs from the model's.
+        ObservationSpaceMismatch: ``env``'s observation space differs from the model's, or the model was trained on
+            another version of the observation (its weights do not fit the policy this version builds).
         ImportError: the ``[train]`` extra (torch, Stable-Baselines3, sb3-contrib) is not installed.
     """
     path = Path(path)
@@ -127,6 +132,16 @@ def load_agent(path: str | os.PathLike, env: Any | None = None, deterministic: b
         raise ImportError(missing_train_extra(f"loading the saved agent {path.name}", exc), name=exc.name) from exc
     except (zipfile.BadZipFile, KeyError) as exc:
         raise ValueError(f"{path} is not a Stable-Baselines3 model file: {exc}") from exc
+    except RuntimeError as exc:
+        if "size mismatch" not in str(exc):
+            raise
+        # The saved observation space builds a policy whose layers no longer fit the saved weights: the policy reads
+        # this version's observation tables, whose columns differ from those the model was trained on.
+        raise ObservationSpaceMismatch(
+            f"{path.name} was trained on another version of GeoPipe's observation: its weights do not fit the policy "
+            f"this version builds ({_first_line_with(str(exc), 'size mismatch')}); retrain it with this version, or "
+            "play it with the version it was trained with"
+        ) from exc
     normalizer = None
     stats = path.with_name(path.stem + VECNORMALIZE_SUFFIX)
     if stats.is_file():

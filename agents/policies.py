@@ -5,12 +5,17 @@ describes candidate ``a`` in row ``a`` of ``candidates`` (its feasibility, estim
 bandwidth slack, ...) and its job in row ``a // K`` of ``queue``. A flat MLP must learn the same judgement
 separately for each of the Q·K rows. :class:`CandidateScoringPolicy` instead gives every row the same scorer:
 
-    logit[a]    = score([candidate row a, queue row a // K, context])        (shared weights, a < Q·K)
-    logit[wait] = linear(context)
-    context     = tanh(linear([regions, links, global, mean and max of the queue rows]))
+    score[a]  = mlp([candidate row a, queue row a // K, context])        (shared weights, a < Q·K)
+    P(wait)   = sigmoid(linear(context) − max over valid a of score[a])
+    P(a)      = (1 − P(wait)) · softmax over the valid launches of score, at a
+    context   = tanh(linear([regions, links, global, mean and max of the queue rows]))
 
 so whatever it learns about one slot holds for all of them: reordering the queue slots reorders the logits the
-same way and changes nothing else (the context pools the queue). The action masks of MaskablePPO apply to the
+same way and changes nothing else (the context pools the queue). Waiting competes with the best launch, not with
+the sum of the launches: with a flat softmax over ``[score, wait]``, forty near-equal launches (a queue of one job
+shape, several strategies that find the same placement) would add up to a launch probability that one launch of
+the same score would not have, and the probability of waiting would fall with the number of valid actions. The
+valid launches are the rows whose ``feasible`` feature is 1, which is what the env's mask says of them. The action masks of MaskablePPO apply to the
 logits as usual. The value function is an MLP over the context and all the rows. Select it in a hyperparameter
 file with ``policy: CandidateScoringPolicy``; a saved model records the class, so ``load_agent`` needs no option.
 
@@ -34,6 +39,7 @@ from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
 
+from geopipe_env.base.tables import CAND_FEASIBLE
 from geopipe_env.decision.observation import CANDIDATE_FEATURES, QUEUE_FEATURES
 
 CONTEXT_KEYS = ("regions", "links", "global")  # plus the pooled queue
@@ -70,7 +76,8 @@ class CandidateFeatures(BaseFeaturesExtractor):
 
 
 class CandidateScorer(nn.Module):
-    """Action logits from :class:`CandidateFeatures`: a shared MLP per row, and a linear wait logit."""
+    """Action log-probabilities from :class:`CandidateFeatures` (module docstring): a shared MLP scores each row,
+    and a linear wait logit competes with the best valid score."""
 
     def __init__(self, context_dim: int, num_candidates: int, hidden: int = 64) -> None:
         super().__init__()
@@ -86,7 +93,15 @@ class CandidateScorer(nn.Module):
         context = features[:, : self.context_dim]
         rows = features[:, self.context_dim :].reshape(batch, self.num_candidates, ROW_WIDTH)
         paired = torch.cat([rows, context.unsqueeze(1).expand(batch, self.num_candidates, self.context_dim)], dim=2)
-        return torch.cat([self.score(paired).squeeze(-1), self.wait(context)], dim=1)
+        score = self.score(paired).squeeze(-1)
+        valid = rows[:, :, CAND_FEASIBLE] > 0.5
+        any_valid = valid.any(dim=1, keepdim=True)
+        masked = score.masked_fill(~valid, float("-inf"))
+        best = torch.where(any_valid, masked.max(dim=1, keepdim=True).values, torch.zeros_like(score[:, :1]))
+        total = torch.where(any_valid, torch.logsumexp(masked, dim=1, keepdim=True), torch.zeros_like(best))
+        wait = self.wait(context) - best
+        launch = nn.functional.logsigmoid(-wait) + score - total  # log P(a) on the valid rows
+        return torch.cat([launch, nn.functional.logsigmoid(wait)], dim=1)
 
 
 def decision_mode(probs: torch.Tensor) -> torch.Tensor:

@@ -21,16 +21,17 @@ A ``Dict`` of flat float32 boxes, padded to ``max_regions``; each is a row-major
 
 | key | shape | content |
 |---|---|---|
-| regions | (max_regions, 8) | present, free GPU fraction, GPU share, price now and 6 h forecast (normalised across regions), carbon, PUE−1, link utilisation |
+| regions | (max_regions, 9) | present, free GPU fraction, GPU share, price now and 6 h forecast (normalised across regions), carbon, PUE−1, link utilisation, GPUs in service |
 | links | (max_regions², 3) | row i·max_regions+j is link i→j: capacity (÷ max), utilisation, latency (÷ max) |
-| queue | (Q, 6) | present, GPU share, log isolated duration ÷ T_ref, log bandwidth demand ÷ median link, waiting time ÷ T_ref, can start |
-| candidates | (Q·K, 8) | row a describes action a: feasible, log est. iteration ÷ isolated, log est. duration ÷ T_ref, est. cost ÷ C_ref, WAN hops, bandwidth slack, stall flag, est. carbon ÷ ref |
+| queue | (Q, 7) | present, GPU share, log in-region duration of the work left ÷ T_local, log bandwidth demand ÷ median link, waiting time ÷ T_local, can start, work lost to failures |
+| candidates | (Q·K, 9) | row a describes action a: feasible, log est. iteration ÷ in-region iteration, log est. duration ÷ T_local, est. cost ÷ C_ref, WAN hops, bandwidth slack, stall flag, est. carbon ÷ ref, schedule |
 | global | (8,) | hour of day sin/cos, queue beyond window, running jobs, GPU utilisation, time ÷ horizon, mean link utilisation, wait gap |
 
 ## Rewards
 A step covering Δt earns ``−(Σ_jobs-in-system Δt / T_ref + cost_weight · Δcost / C_ref)``, so an episode sums to
 ``−(ΣJCT / T_ref + cost_weight · Cost / C_ref)``. ``T_ref`` is the jobs' mean isolated duration and ``C_ref`` their
-mean isolated energy at the mean price.
+mean isolated energy at the mean price. The observation's durations are scaled by ``T_local``, the jobs' mean
+in-region duration (docs/environment.md, "Time scale").
 
 ## Starting State
 ``reset(seed)`` samples the episode's world (randomisation, price start day, job arrivals) from the env's RNG
@@ -316,6 +317,8 @@ class GeoPipeEnv(gym.Env):
         jobs = self.world.jobs
         # np.mean's arithmetic (numpy's sum, then ÷ the count) without its general path: 4 µs where it costs 9 µs.
         self.t_ref_s = _mean(np.array([j.isolated_duration_s for j in jobs]))
+        # The observation's time scale: the jobs' mean duration with every pipeline inside one region.
+        self.t_local_s = _mean(np.array([j.iterations * j.local_iteration_s for j in jobs]))
         iso_energy_kwh = _mean(
             np.array([j.isolated_power_w / WATTS_PER_KW * j.isolated_duration_s / SECONDS_PER_HOUR for j in jobs])
         )
@@ -323,7 +326,7 @@ class GeoPipeEnv(gym.Env):
         self.c_ref_usd = iso_energy_kwh * (mean_price if mean_price > 0 else float(np.abs(self.world.price.values).mean()) + 1e-9)
         carbon_ref_kg = iso_energy_kwh * float(self.world.carbon.values.mean()) / 1000.0
         self.encoder = ObservationEncoder(
-            self.world, self.max_regions, self.queue_slots, self.num_strategies, self.t_ref_s, self.c_ref_usd, carbon_ref_kg,
+            self.world, self.max_regions, self.queue_slots, self.num_strategies, self.t_local_s, self.c_ref_usd, carbon_ref_kg,
             self._encoder_constants,
         )
         self.invalid_actions = 0

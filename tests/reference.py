@@ -49,11 +49,11 @@ from geopipe_env.physics.schedule import spec
 from geopipe_env.simulation.simulator import ClusterSim
 from geopipe_env.simulation.core_types import Placement
 from geopipe_env.base.tables import (
-    CAND_BANDWIDTH_SLACK, CAND_CARBON, CAND_COST, CAND_FEASIBLE, CAND_LOG_DURATION, CAND_LOG_ITERATION_VS_ISOLATED,
+    CAND_BANDWIDTH_SLACK, CAND_CARBON, CAND_COST, CAND_FEASIBLE, CAND_LOG_DURATION, CAND_LOG_ITERATION_VS_LOCAL,
     CAND_SCHEDULE, CAND_STALLED, CAND_WAN_HOPS, G_GPU_UTILIZATION, G_HOUR_COS, G_HOUR_SIN, G_MEAN_LINK_UTILIZATION,
     G_QUEUE_BEYOND_WINDOW, G_RUNNING_JOBS, G_TIME_FRACTION, G_WAIT_GAP, LAYOUT_FLOATS, Q_CAN_START,
-    Q_LOG_BANDWIDTH_DEMAND, Q_LOG_ISOLATED_DURATION, Q_PRESENT, Q_STAGES_SHARE, Q_WAITING_TIME, R_CARBON,
-    R_FREE_GPU_FRACTION, R_LINK_UTILIZATION, R_PRICE_FORECAST, R_PRICE_NOW,
+    Q_LOG_BANDWIDTH_DEMAND, Q_LOG_LOCAL_DURATION, Q_LOST_WORK, Q_PRESENT, Q_STAGES_SHARE, Q_WAITING_TIME, R_CARBON,
+    R_FREE_GPU_FRACTION, R_IN_SERVICE, R_LINK_UTILIZATION, R_PRICE_FORECAST, R_PRICE_NOW,
 )
 from geopipe_env.base.units import BITS_PER_BYTE, BITS_PER_GBIT, SECONDS_PER_HOUR
 
@@ -579,6 +579,7 @@ def encode_rows(encoder: ObservationEncoder, sim: ClusterSim, queue: list[int], 
     regions[:n, R_PRICE_FORECAST] = hourly[:, HOURLY_FORECAST]
     regions[:n, R_CARBON] = hourly[:, HOURLY_CARBON]
     regions[:n, R_LINK_UTILIZATION] = out_util / encoder._out_links
+    regions[:n, R_IN_SERVICE] = (w.num_gpus - sim.repairing - sim.away) / w.num_gpus
     flat[encoder._util_index] = util.reshape(-1)
 
     wan_scale = max(n - 1, 1)
@@ -588,18 +589,20 @@ def encode_rows(encoder: ObservationEncoder, sim: ClusterSim, queue: list[int], 
         q_row = q[slot]
         q_row[Q_PRESENT] = 1.0
         q_row[Q_STAGES_SHARE] = job.num_gpus / encoder.total_gpus
-        q_row[Q_LOG_ISOLATED_DURATION] = math.log(job.isolated_duration_s / encoder.t_ref_s)
+        local_left_s = max(float(sim.work_left[jid]), 1.0) * job.local_iteration_s
+        q_row[Q_LOG_LOCAL_DURATION] = math.log(local_left_s / encoder.t_local_s)
         q_row[Q_LOG_BANDWIDTH_DEMAND] = math.log(job.typical_demand_gbps / encoder.median_bw)
-        q_row[Q_WAITING_TIME] = (now - job.arrival_s) / encoder.t_ref_s
+        q_row[Q_WAITING_TIME] = (now - job.arrival_s) / encoder.t_local_s
         q_row[Q_CAN_START] = float(any(ci is not None for ci in row_cands))
+        q_row[Q_LOST_WORK] = float(sim.lost_s[jid]) / (job.iterations * job.local_iteration_s)
         for k, ci in enumerate(row_cands):
             if ci is None:
                 continue
             hops = ci.placement.num_wan_hops
             c_row = c[slot * encoder.num_strategies + k]
             c_row[CAND_FEASIBLE] = 1.0
-            c_row[CAND_LOG_ITERATION_VS_ISOLATED] = math.log(ci.iteration_s / job.isolated_iteration_s)
-            c_row[CAND_LOG_DURATION] = math.log(ci.duration_s / encoder.t_ref_s)
+            c_row[CAND_LOG_ITERATION_VS_LOCAL] = math.log(ci.iteration_s / job.local_iteration_s)
+            c_row[CAND_LOG_DURATION] = math.log(ci.duration_s / encoder.t_local_s)
             c_row[CAND_COST] = ci.cost_usd / encoder.c_ref_usd
             c_row[CAND_WAN_HOPS] = hops / wan_scale
             c_row[CAND_BANDWIDTH_SLACK] = (ci.rate_gbps / ci.demand_gbps) if hops else 1.0
@@ -626,8 +629,8 @@ def _tables(encoder: ObservationEncoder, flat: np.ndarray) -> list[np.ndarray]:
 
 
 def _wait_gap(encoder: ObservationEncoder, sim: ClusterSim) -> float:
-    """``log(1 + Δt / T_ref)`` for the Δt of :meth:`_gap_s`."""
-    return min(math.log1p(max(encoder._gap_s(sim), 0.0) / encoder.t_ref_s), OBS_CLIP)
+    """``log(1 + Δt / T_local)`` for the Δt of :meth:`_gap_s`."""
+    return min(math.log1p(max(encoder._gap_s(sim), 0.0) / encoder.t_local_s), OBS_CLIP)
 
 
 def candidate_row(ctx: PlacementContext, job: Job, strategies: Sequence[str] = STRATEGY_NAMES) -> list[CandidateInfo | None]:

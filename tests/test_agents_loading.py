@@ -58,6 +58,18 @@ def test_model_for_another_observation_layout_is_refused(tmp_path):
         check_spaces(old, env.observation_space, "agent 'old'")
 
 
+def test_a_scoring_model_of_another_observation_version_is_refused(tmp_path, monkeypatch):
+    """A CandidateScoringPolicy saved when a table had another column count builds, on loading, layers that do not
+    fit its weights: one ObservationSpaceMismatch saying so, not torch's state-dict error."""
+    from geopipe_agents import policies
+
+    model = MaskablePPO(policies.CandidateScoringPolicy, gym.make("GeoPipe-Toy-v0"), n_steps=16, batch_size=16)
+    model.save(tmp_path / "scorer.zip")
+    monkeypatch.setattr(policies, "ROW_WIDTH", policies.ROW_WIDTH + 1)  # this "version" has one more column
+    with pytest.raises(ObservationSpaceMismatch, match="another version of GeoPipe's observation.*retrain"):
+        load_agent(tmp_path / "scorer.zip")
+
+
 def test_missing_or_corrupt_file_is_a_clear_error(tmp_path):
     """A missing path or a file that is not an SB3 zip gives FileNotFoundError / ValueError."""
     with pytest.raises(FileNotFoundError):

@@ -238,6 +238,39 @@ def test_capacity_loss_takes_free_gpus_first_then_the_newest_jobs_and_gives_them
     assert lost[3600.0] == 0.0 and lost[0.0] > 0.0
 
 
+def test_the_observation_shows_gpus_out_of_service_and_work_lost():
+    """The regions' ``in_service`` is the share of GPUs neither away nor under repair; a queued job's ``lost_work``
+    is the computing time its interrupted runs lost over its in-region duration, and its duration feature is that of
+    the work it has left. Both move in a world whose GPUs leave, and are 1 and 0 in one whose GPUs never do."""
+    from geopipe_env.base.tables import Q_LOG_LOCAL_DURATION, Q_LOST_WORK, QUEUE_FEATURES, R_IN_SERVICE, REGION_FEATURES
+
+    def check(env: GeoPipeEnv, seed: int) -> tuple[float, float]:
+        obs, info = env.reset(seed=seed)
+        least_in_service, most_lost = 1.0, 0.0
+        done = False
+        while not done:
+            sim, n = env.sim, env.world.num_regions
+            regions = obs["regions"].reshape(-1, len(REGION_FEATURES))
+            want = (env.world.num_gpus - sim.repairing - sim.away) / env.world.num_gpus
+            np.testing.assert_allclose(regions[:n, R_IN_SERVICE], want, rtol=1e-6)
+            queue = obs["queue"].reshape(-1, len(QUEUE_FEATURES))
+            for slot, jid in enumerate(sim.waiting[: env.queue_slots]):
+                job = env.world.jobs[jid]
+                lost = sim.lost_s[jid] / (job.iterations * job.local_iteration_s)
+                assert queue[slot, Q_LOST_WORK] == pytest.approx(lost, rel=1e-6, abs=1e-9)
+                left = math.log(max(sim.work_left[jid], 1.0) * job.local_iteration_s / env.t_local_s)
+                assert queue[slot, Q_LOG_LOCAL_DURATION] == pytest.approx(left, rel=1e-5, abs=1e-5)
+                most_lost = max(most_lost, float(queue[slot, Q_LOST_WORK]))
+            least_in_service = min(least_in_service, float(regions[:n, R_IN_SERVICE].min()))
+            obs, _, terminated, truncated, info = env.step(int(np.flatnonzero(info["action_mask"])[0]))
+            done = terminated or truncated
+        return least_in_service, most_lost
+
+    least, lost = check(_losing(0.0), 2)
+    assert least <= 0.5 and lost > 0.0  # losses of half a region, which may overlap
+    assert check(GeoPipeEnv(scenario="small"), 2) == (1.0, 0.0)
+
+
 def test_capacity_loss_needs_failures_and_checks_its_keys():
     data = yaml.load((SCENARIO_DIR / "small.yaml").read_text(), Loader=StrictYamlLoader)  # noqa: S506
     data["capacity_loss"] = {"per_region_day": 1.0, "fraction": 0.5, "duration_h": 1.0}

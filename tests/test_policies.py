@@ -102,13 +102,48 @@ def test_deterministic_play_takes_the_mode_of_the_decision():
     tensor, _ = policy.obs_to_tensor(obs)
     for p_wait, expect_wait in ((0.3, False), (0.6, True)):
         with torch.no_grad():
-            policy.action_net.wait.bias.fill_(float(np.log(p_wait / (1 - p_wait) * valid_launches)))
+            policy.action_net.wait.bias.fill_(float(np.log(p_wait / (1 - p_wait))))
             probs = policy.get_distribution(tensor, action_masks=mask[None]).distribution.probs[0].numpy()
         assert probs[-1] == pytest.approx(p_wait, rel=1e-4)
         assert int(np.argmax(probs)) == env.wait_action  # the plain mode waits in both cases
         action, _ = policy.predict(obs, action_masks=mask, deterministic=True)
         assert (int(action) == env.wait_action) == expect_wait
         assert mask[int(action)]
+
+
+def test_wait_competes_with_the_best_launch_not_their_sum():
+    """P(wait) depends on the best valid launch's score, not on how many launches share it: hiding all but one of
+    equal-scoring launches leaves P(wait) as it was (a flat softmax would raise it with their count), and the
+    launches share the rest in proportion to exp(score); masked rows get no probability."""
+    env = gym.make("GeoPipe-v0").unwrapped
+    obs, info = env.reset(seed=5)
+    mask = info["action_mask"]
+    launches = np.flatnonzero(mask[:-1])
+    assert launches.size >= 3
+    candidates = obs["candidates"].reshape(mask.size - 1, -1)
+    assert np.array_equal(candidates[:, 0] > 0.5, mask[:-1])  # the feasible feature is the launch mask
+    policy = _policy(env)
+    with torch.no_grad():
+        policy.action_net.score[-1].weight.zero_()
+        policy.action_net.score[-1].bias.zero_()
+        policy.action_net.wait.weight.zero_()
+        policy.action_net.wait.bias.fill_(0.5)
+    waits = []
+    for kept in (launches, launches[:1]):
+        obs_k = {key: value.copy() for key, value in obs.items()}
+        rows = obs_k["candidates"].reshape(mask.size - 1, -1)
+        hidden = np.setdiff1d(launches, kept)
+        rows[hidden, 0] = 0.0
+        mask_k = mask.copy()
+        mask_k[hidden] = False
+        tensor, _ = policy.obs_to_tensor(obs_k)
+        with torch.no_grad():
+            probs = policy.get_distribution(tensor, action_masks=mask_k[None]).distribution.probs[0].numpy()
+        assert probs[~mask_k].sum() == 0.0
+        assert probs[kept] == pytest.approx((1.0 - probs[-1]) / kept.size, rel=1e-5)
+        waits.append(probs[-1])
+    assert waits[0] == pytest.approx(waits[1], rel=1e-5)
+    assert waits[0] == pytest.approx(1.0 / (1.0 + np.exp(-0.5)), rel=1e-5)
 
 
 def test_a_short_default_run_does_not_collapse_to_waiting(tmp_path):

@@ -239,11 +239,12 @@ REGION_FEATURES = _table(
     ("carbon", "carbon intensity this hour ÷ the episode's mean"),
     ("pue_excess", "PUE − 1"),
     ("link_utilization", "the mean utilisation of the region's outgoing links"),
+    ("in_service", "GPUs in service (neither under repair nor away) ÷ the region's GPUs; 1 where GPUs never fail"),
 )
 (R_PRESENT, R_FREE_GPU_FRACTION, R_GPUS_SHARE, R_PRICE_NOW, R_PRICE_FORECAST, R_CARBON, R_PUE_EXCESS,
- R_LINK_UTILIZATION) = REGION_FEATURES.positions(
+ R_LINK_UTILIZATION, R_IN_SERVICE) = REGION_FEATURES.positions(
     "present", "free_gpu_fraction", "gpus_share", "price_now", "price_forecast", "carbon", "pue_excess",
-    "link_utilization",
+    "link_utilization", "in_service",
 )
 LINK_FEATURES = _table(
     "links",
@@ -256,21 +257,25 @@ QUEUE_FEATURES = _table(
     "queue",
     ("present", "1 for a visible waiting job, 0 for an empty slot"),
     ("stages_share", "the job's GPUs ÷ all GPUs"),
-    ("log_isolated_duration", "log(isolated duration ÷ T_ref)"),
+    ("log_local_duration", "log(the in-region duration of the work it has left ÷ T_local)"),
     ("log_bandwidth_demand", "log(no-stall demand per hop ÷ the median link's capacity)"),
-    ("waiting_time", "time waited ÷ T_ref"),
+    ("waiting_time", "time waited ÷ T_local"),
     ("can_start", "1 if some candidate of the job is feasible"),
+    ("lost_work", "computing time its interrupted runs lost to failures ÷ its in-region duration; 0 if never "
+                  "interrupted"),
 )
-Q_PRESENT, Q_STAGES_SHARE, Q_LOG_ISOLATED_DURATION, Q_LOG_BANDWIDTH_DEMAND, Q_WAITING_TIME, Q_CAN_START = (
+Q_PRESENT, Q_STAGES_SHARE, Q_LOG_LOCAL_DURATION, Q_LOG_BANDWIDTH_DEMAND, Q_WAITING_TIME, Q_CAN_START, Q_LOST_WORK = (
     QUEUE_FEATURES.positions(
-        "present", "stages_share", "log_isolated_duration", "log_bandwidth_demand", "waiting_time", "can_start"
+        "present", "stages_share", "log_local_duration", "log_bandwidth_demand", "waiting_time", "can_start",
+        "lost_work",
     )
 )
 CANDIDATE_FEATURES = _table(
     "candidates",
     ("feasible", "1 if the action launches a job"),
-    ("log_iteration_vs_isolated", "log(estimated iteration time ÷ the job's isolated iteration time)"),
-    ("log_duration", "log(estimated duration ÷ T_ref)"),
+    ("log_iteration_vs_local", "log(estimated iteration time ÷ the job's in-region iteration time): its predicted "
+                               "slowdown by the WAN (and by slower GPUs than the reference)"),
+    ("log_duration", "log(estimated duration ÷ T_local)"),
     ("cost", "estimated electricity cost ÷ C_ref"),
     ("wan_hops", "WAN hops ÷ (R − 1)"),
     ("bandwidth_slack", "the rate it would get ÷ its demand (1 without WAN hops)"),
@@ -279,9 +284,9 @@ CANDIDATE_FEATURES = _table(
     ("schedule", "the pipeline schedule it would run: its stable code (gpipe 0, 1f1b 1, interleaved-1f1b 2, zb-h1 3, "
                  "zbv 4, chimera 5, hanayo 6, crosspipe-greedy 7; a schedule added later takes the next) ÷ 7"),
 )
-(CAND_FEASIBLE, CAND_LOG_ITERATION_VS_ISOLATED, CAND_LOG_DURATION, CAND_COST, CAND_WAN_HOPS, CAND_BANDWIDTH_SLACK,
+(CAND_FEASIBLE, CAND_LOG_ITERATION_VS_LOCAL, CAND_LOG_DURATION, CAND_COST, CAND_WAN_HOPS, CAND_BANDWIDTH_SLACK,
  CAND_STALLED, CAND_CARBON, CAND_SCHEDULE) = CANDIDATE_FEATURES.positions(
-    "feasible", "log_iteration_vs_isolated", "log_duration", "cost", "wan_hops", "bandwidth_slack", "stalled", "carbon",
+    "feasible", "log_iteration_vs_local", "log_duration", "cost", "wan_hops", "bandwidth_slack", "stalled", "carbon",
     "schedule",
 )
 GLOBAL_FEATURES = _table(
@@ -293,7 +298,7 @@ GLOBAL_FEATURES = _table(
     ("gpu_utilization", "allocated GPUs ÷ all GPUs"),
     ("time_fraction", "time ÷ horizon"),
     ("mean_link_utilization", "the mean utilisation of all links"),
-    ("wait_gap", "log(1 + Δt ÷ T_ref) for the Δt a wait would skip: to the next arrival, completion or hour tick, "
+    ("wait_gap", "log(1 + Δt ÷ T_local) for the Δt a wait would skip: to the next arrival, completion or hour tick, "
                  "or the horizon"),
 )
 (G_HOUR_SIN, G_HOUR_COS, G_QUEUE_BEYOND_WINDOW, G_RUNNING_JOBS, G_GPU_UTILIZATION, G_TIME_FRACTION,
@@ -418,11 +423,14 @@ ENCODER_STATE = _table(
     ("num_waiting", "jobs waiting"),
     ("num_running", "jobs running"),
     ("gap_s", "the time a wait would skip, s"),
+    ("in_service", "(R,) GPUs in service per region"),
+    ("work_left", "(J,) each job's iterations left"),
+    ("lost_s", "(J,) each job's computing time lost to failures, s"),
 )
-ES_NOW_S, ES_HOUR, ES_FREE_GPUS, ES_LINK_LOAD, ES_UTILIZATION_BASE, ES_NUM_WAITING, ES_NUM_RUNNING, ES_GAP_S = (
-    ENCODER_STATE.positions(
-        "now_s", "hour", "free_gpus", "link_load", "utilization_base", "num_waiting", "num_running", "gap_s"
-    )
+(ES_NOW_S, ES_HOUR, ES_FREE_GPUS, ES_LINK_LOAD, ES_UTILIZATION_BASE, ES_NUM_WAITING, ES_NUM_RUNNING, ES_GAP_S,
+ ES_IN_SERVICE, ES_WORK_LEFT, ES_LOST_S) = ENCODER_STATE.positions(
+    "now_s", "hour", "free_gpus", "link_load", "utilization_base", "num_waiting", "num_running", "gap_s",
+    "in_service", "work_left", "lost_s",
 )
 # -------------------------------------------------------------------------------------- the encoder's constants
 # The compiled encoder's constants, grouped into one int and one float array (numba's dispatch costs about 30 ns
@@ -443,7 +451,7 @@ I_REGIONS, I_REGIONS_AT, I_LINKS_AT, I_QUEUE_AT, I_CANDIDATES_AT, I_GLOBAL_AT = 
 )
 ENCODER_FLOATS = _table(
     "encoder floats",
-    ("t_ref", "T_ref, s"),
+    ("t_local", "T_local: the jobs' mean in-region duration, s"),
     ("num_jobs", "the episode's jobs"),
     ("total_gpus", "all GPUs"),
     ("start_hour", "the episode's first hour of 2023"),
@@ -452,22 +460,22 @@ ENCODER_FLOATS = _table(
     ("c_ref", "C_ref, USD"),
     ("carbon_ref", "the carbon reference, kg"),
 )
-F_T_REF, F_NUM_JOBS, F_TOTAL_GPUS, F_START_HOUR, F_HORIZON, F_NUM_LINKS, F_C_REF, F_CARBON_REF = (
+F_T_LOCAL, F_NUM_JOBS, F_TOTAL_GPUS, F_START_HOUR, F_HORIZON, F_NUM_LINKS, F_C_REF, F_CARBON_REF = (
     ENCODER_FLOATS.positions(
-        "t_ref", "num_jobs", "total_gpus", "start_hour", "horizon", "num_links", "c_ref", "carbon_ref"
+        "t_local", "num_jobs", "total_gpus", "start_hour", "horizon", "num_links", "c_ref", "carbon_ref"
     )
 )
 ENCODER_JOBS = _table(
     "encoder per-job table",
     ("share", "the job's GPUs ÷ all GPUs"),
-    ("log_isolated", "log(isolated duration ÷ T_ref)"),
     ("log_demand", "log(typical demand ÷ the median link)"),
     ("arrival", "arrival time, s"),
-    ("isolated_iteration", "isolated iteration time, s"),
+    ("local_iteration", "in-region iteration time, s"),
+    ("local_duration", "in-region duration (iterations × in-region iteration time), s"),
     tail="then one column per schedule the job may accept (up to eight): the CAND_SCHEDULE value of its i-th",
 )
-JOB_SHARE, JOB_LOG_ISOLATED, JOB_LOG_DEMAND, JOB_ARRIVAL, JOB_ISOLATED_ITERATION = ENCODER_JOBS.positions(
-    "share", "log_isolated", "log_demand", "arrival", "isolated_iteration"
+JOB_SHARE, JOB_LOG_DEMAND, JOB_ARRIVAL, JOB_LOCAL_ITERATION, JOB_LOCAL_DURATION = ENCODER_JOBS.positions(
+    "share", "log_demand", "arrival", "local_iteration", "local_duration"
 )
 JOB_SCHEDULES = len(ENCODER_JOBS)  # where the job's accepted schedules' codes start (physics.schedule.MAX_SCHEDULES)
 

@@ -24,7 +24,7 @@ from geopipe_env.base.tables import (
     CO_CANDIDATE_OF, CO_CANDIDATE_PLACE, CO_MISSES, CW_CARBON_PREFIX, CW_CARBON_VALUES, CW_LINKS,
     CW_PRICE_PREFIX, CW_PRICE_VALUES, CW_REGION_F, DS_CAPACITY, DS_FREE_GPUS, DS_LINK_LOAD, DS_NOW_S, LA_ARRAYS,
     LA_INDEX, LA_LAYOUT_F, LA_LAYOUT_I, LA_PLACES,
-    CAND_COST, CAND_FEASIBLE, CAND_LOG_DURATION, CAND_LOG_ITERATION_VS_ISOLATED, CAND_SCHEDULE, CAND_STALLED,
+    CAND_COST, CAND_FEASIBLE, CAND_LOG_DURATION, CAND_LOG_ITERATION_VS_LOCAL, CAND_SCHEDULE, CAND_STALLED,
     CAND_WAN_HOPS, C_SCHEDULE, J_ITERATIONS, J_PROFILE, LF_ALLREDUCE, LF_DEMAND, LF_MEMO_CADENCE, LF_MEMO_TOTAL, LF_WAN_BYTES, LI_KIND,
     LI_SCHEDULE, LI_WRAP,
     P_FITS, P_MICROBATCHES, P_STAGE_GPUS, P_STAGES, P_TABLE_ID, PF_ADMIT_PER_FORWARD,
@@ -537,12 +537,13 @@ def candidate_table(state, world, jobs, visible, layouts, output, mask) -> tuple
 
 @jit
 def candidate_features(candidate_of: np.ndarray, candidate_f: np.ndarray, candidate_length: np.ndarray,
-                       slot_isolated_iteration_s: np.ndarray, slot_schedules: np.ndarray, t_ref_s: float,
+                       slot_local_iteration_s: np.ndarray, slot_schedules: np.ndarray, t_local_s: float,
                        c_ref_usd: float, wan_scale: float, carbon_ref_kg: float, out: np.ndarray,
                        can_start: np.ndarray) -> None:
     """Write the observation's candidate rows (``tables.CANDIDATE_FEATURES``) of a computed table into
     ``out`` (Q·K, 9) float32, as ``ObservationEncoder.encode`` does from ``CandidateInfo`` values (before its
-    clipping), and whether each visible job has a candidate into ``can_start`` (Q,). ``slot_schedules`` (Q, 8)
+    clipping), and whether each visible job has a candidate into ``can_start`` (Q,). ``slot_local_iteration_s`` (Q,)
+    holds each visible job's in-region iteration time, ``t_local_s`` the episode's time scale; ``slot_schedules`` (Q, 8)
     holds each visible job's accepted schedules' codes (``tables.CAND_SCHEDULE`` values)."""
     num_slots, num_strategies = candidate_of.shape
     for slot in range(num_slots):
@@ -556,8 +557,8 @@ def candidate_features(candidate_of: np.ndarray, candidate_f: np.ndarray, candid
             hops = candidate_length[c] - 1
             row = out[slot * num_strategies + k]
             row[CAND_FEASIBLE] = 1.0
-            row[CAND_LOG_ITERATION_VS_ISOLATED] = np.log(f[C_ITERATION] / slot_isolated_iteration_s[slot])
-            row[CAND_LOG_DURATION] = np.log(f[C_DURATION] / t_ref_s)
+            row[CAND_LOG_ITERATION_VS_LOCAL] = np.log(f[C_ITERATION] / slot_local_iteration_s[slot])
+            row[CAND_LOG_DURATION] = np.log(f[C_DURATION] / t_local_s)
             row[CAND_COST] = f[C_COST] / c_ref_usd
             row[CAND_WAN_HOPS] = hops / wan_scale
             row[CAND_BANDWIDTH_SLACK] = f[C_RATE] / f[C_DEMAND] if hops else 1.0

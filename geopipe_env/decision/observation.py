@@ -31,15 +31,15 @@ from geopipe_env.physics.schedule import MAX_SCHEDULES, SCHEDULE_CODE_SCALE, spe
 from geopipe_env.simulation.simulator import ClusterSim
 from geopipe_env.base.tables import (
     CO_CANDIDATE_F, CO_CANDIDATE_LENGTH, CO_CANDIDATE_OF, EE_CONSTANTS_F, EE_CONSTANTS_I,
-    EE_HOURLY, EE_JOB_TABLE, EE_TEMPLATE, ES_FREE_GPUS, ES_GAP_S, ES_HOUR, ES_LINK_LOAD, ES_NOW_S, ES_NUM_RUNNING,
-    ES_NUM_WAITING, ES_UTILIZATION_BASE, JOB_SCHEDULES,
-    F_C_REF, F_CARBON_REF, F_HORIZON, F_NUM_JOBS, F_NUM_LINKS, F_START_HOUR, F_T_REF,
+    EE_HOURLY, EE_JOB_TABLE, EE_TEMPLATE, ES_FREE_GPUS, ES_GAP_S, ES_HOUR, ES_IN_SERVICE, ES_LINK_LOAD, ES_LOST_S,
+    ES_NOW_S, ES_NUM_RUNNING, ES_NUM_WAITING, ES_UTILIZATION_BASE, ES_WORK_LEFT, JOB_SCHEDULES,
+    F_C_REF, F_CARBON_REF, F_HORIZON, F_NUM_JOBS, F_NUM_LINKS, F_START_HOUR, F_T_LOCAL,
     F_TOTAL_GPUS, G_GPU_UTILIZATION, G_HOUR_COS, G_HOUR_SIN, G_MEAN_LINK_UTILIZATION, G_QUEUE_BEYOND_WINDOW,
     G_RUNNING_JOBS, G_TIME_FRACTION, G_WAIT_GAP, I_CANDIDATES_AT, I_GLOBAL_AT, I_LINKS_AT, I_QUEUE_AT, I_REGIONS,
-    I_REGIONS_AT, JOB_ARRIVAL, JOB_ISOLATED_ITERATION, JOB_LOG_DEMAND, JOB_LOG_ISOLATED, JOB_SHARE, L_CAPACITY,
-    L_LATENCY, L_UTILIZATION, Q_CAN_START, Q_LOG_BANDWIDTH_DEMAND, Q_LOG_ISOLATED_DURATION, Q_PRESENT,
-    Q_STAGES_SHARE, Q_WAITING_TIME, R_CARBON, R_FREE_GPU_FRACTION, R_GPUS_SHARE, R_LINK_UTILIZATION, R_PRESENT,
-    R_PRICE_FORECAST, R_PRICE_NOW, R_PUE_EXCESS,
+    I_REGIONS_AT, JOB_ARRIVAL, JOB_LOCAL_DURATION, JOB_LOCAL_ITERATION, JOB_LOG_DEMAND, JOB_SHARE, L_CAPACITY,
+    L_LATENCY, L_UTILIZATION, Q_CAN_START, Q_LOG_BANDWIDTH_DEMAND, Q_LOG_LOCAL_DURATION, Q_LOST_WORK, Q_PRESENT,
+    Q_STAGES_SHARE, Q_WAITING_TIME, R_CARBON, R_FREE_GPU_FRACTION, R_GPUS_SHARE, R_IN_SERVICE, R_LINK_UTILIZATION,
+    R_PRESENT, R_PRICE_FORECAST, R_PRICE_NOW, R_PUE_EXCESS,
 )
 from geopipe_env.base.units import SECONDS_PER_HOUR
 
@@ -141,6 +141,7 @@ def _encode_compiled(episode, state, slot_jobs, table, out) -> None:
     now_s, hour, free_gpus = state[ES_NOW_S], state[ES_HOUR], state[ES_FREE_GPUS]
     link_load, capacity = state[ES_LINK_LOAD], state[ES_UTILIZATION_BASE]
     num_waiting, num_running, gap_s = state[ES_NUM_WAITING], state[ES_NUM_RUNNING], state[ES_GAP_S]
+    in_service, work_left, lost_s = state[ES_IN_SERVICE], state[ES_WORK_LEFT], state[ES_LOST_S]
     candidate_of, candidate_f = table[CO_CANDIDATE_OF], table[CO_CANDIDATE_F]
     candidate_length = table[CO_CANDIDATE_LENGTH]
     out[:] = template
@@ -151,7 +152,7 @@ def _encode_compiled(episode, state, slot_jobs, table, out) -> None:
     util_index, linked = constants_i[at:at + n * n], constants_i[at + n * n:at + 2 * n * n]
     at += 2 * n * n
     num_gpus, out_links = constants_i[at:at + n], constants_i[at + n:at + 2 * n]
-    t_ref_s, num_jobs, total_gpus = constants_f[F_T_REF], constants_f[F_NUM_JOBS], constants_f[F_TOTAL_GPUS]
+    t_local_s, num_jobs, total_gpus = constants_f[F_T_LOCAL], constants_f[F_NUM_JOBS], constants_f[F_TOTAL_GPUS]
     start_hour, horizon_s, num_links = constants_f[F_START_HOUR], constants_f[F_HORIZON], constants_f[F_NUM_LINKS]
     c_ref_usd, carbon_ref_kg = constants_f[F_C_REF], constants_f[F_CARBON_REF]
     queue_slots, num_strategies = candidate_of.shape
@@ -173,25 +174,29 @@ def _encode_compiled(episode, state, slot_jobs, table, out) -> None:
         row[R_PRICE_FORECAST] = hourly[hour, i, HOURLY_FORECAST]
         row[R_CARBON] = hourly[hour, i, HOURLY_CARBON]
         row[R_LINK_UTILIZATION] = out_util[i] / out_links[i]
+        row[R_IN_SERVICE] = in_service[i] / num_gpus[i]
     num_slots = slot_jobs.shape[0]
     can_start = np.zeros(queue_slots)
-    slot_isolated_iteration_s = np.empty(num_slots)
+    slot_local_iteration_s = np.empty(num_slots)
     slot_schedules = np.empty((num_slots, MAX_SCHEDULES))
     for slot in range(num_slots):
-        slot_isolated_iteration_s[slot] = job_table[slot_jobs[slot], JOB_ISOLATED_ITERATION]
+        slot_local_iteration_s[slot] = job_table[slot_jobs[slot], JOB_LOCAL_ITERATION]
         slot_schedules[slot] = job_table[slot_jobs[slot], JOB_SCHEDULES:JOB_SCHEDULES + MAX_SCHEDULES]
     wan_scale = max(n - 1, 1)
-    candidate_features(candidate_of[:num_slots], candidate_f, candidate_length, slot_isolated_iteration_s,
-                       slot_schedules, t_ref_s, c_ref_usd, float(wan_scale), carbon_ref_kg, candidate_rows, can_start)
+    candidate_features(candidate_of[:num_slots], candidate_f, candidate_length, slot_local_iteration_s,
+                       slot_schedules, t_local_s, c_ref_usd, float(wan_scale), carbon_ref_kg, candidate_rows, can_start)
     for slot in range(num_slots):
-        job = job_table[slot_jobs[slot]]
+        j = slot_jobs[slot]
+        job = job_table[j]
         row = queue_rows[slot]
         row[Q_PRESENT] = 1.0
         row[Q_STAGES_SHARE] = job[JOB_SHARE]
-        row[Q_LOG_ISOLATED_DURATION] = job[JOB_LOG_ISOLATED]
+        local_left_s = max(work_left[j], 1.0) * job[JOB_LOCAL_ITERATION]
+        row[Q_LOG_LOCAL_DURATION] = np.log(local_left_s / t_local_s)
         row[Q_LOG_BANDWIDTH_DEMAND] = job[JOB_LOG_DEMAND]
-        row[Q_WAITING_TIME] = (now_s - job[JOB_ARRIVAL]) / t_ref_s
+        row[Q_WAITING_TIME] = (now_s - job[JOB_ARRIVAL]) / t_local_s
         row[Q_CAN_START] = can_start[slot]
+        row[Q_LOST_WORK] = lost_s[j] / job[JOB_LOCAL_DURATION]
     hour_of_day = (start_hour + now_s / SECONDS_PER_HOUR) % 24.0
     allocated = total_gpus - float(free_gpus.sum())
     mean_util = pairwise_sum(out_util, n) / num_links if num_links else 0.0
@@ -202,7 +207,7 @@ def _encode_compiled(episode, state, slot_jobs, table, out) -> None:
     out[global_at + G_GPU_UTILIZATION] = allocated / total_gpus
     out[global_at + G_TIME_FRACTION] = now_s / horizon_s
     out[global_at + G_MEAN_LINK_UTILIZATION] = mean_util
-    out[global_at + G_WAIT_GAP] = min(math.log1p(max(gap_s, 0.0) / t_ref_s), OBS_CLIP)
+    out[global_at + G_WAIT_GAP] = min(math.log1p(max(gap_s, 0.0) / t_local_s), OBS_CLIP)
     for i in range(out.shape[0]):  # np.minimum / np.maximum: a NaN stays NaN
         if out[i] > OBS_CLIP:
             out[i] = OBS_CLIP
@@ -225,19 +230,20 @@ class ObservationEncoder:
         max_regions: int,
         queue_slots: int,
         num_strategies: int,
-        t_ref_s: float,
+        t_local_s: float,
         c_ref_usd: float,
         carbon_ref_kg: float,
         world_constants: MutableMapping | None = None,
     ) -> None:
         """``world_constants`` (optional, owned by the caller: a bounded cache such as ``caches.BoundedDict(1)``)
         keeps the constants of the last worlds' physics across episodes: pass the same one only to encoders of one
-        scenario."""
+        scenario. ``t_local_s`` is the time scale of the duration features (``tables.QUEUE_FEATURES``): the jobs' mean
+        in-region duration (``GeoPipeEnv.t_local_s``)."""
         self.world = world
         self.max_regions = max_regions
         self.queue_slots = queue_slots
         self.num_strategies = num_strategies
-        self.t_ref_s = t_ref_s
+        self.t_local_s = t_local_s
         self.c_ref_usd = c_ref_usd
         self.carbon_ref_kg = max(carbon_ref_kg, 1e-9)
         n = world.num_regions
@@ -258,20 +264,20 @@ class ObservationEncoder:
         hourly_features(world.price.values, world.price.prefix_h, world.carbon.values, self.carbon_scale, self._hourly)
         self._last_hour = num_hours - 1
         # Per job (tables.ENCODER_JOBS), the queue features that do not change while it waits (as the specification
-        # computes them) and its isolated iteration time.
+        # computes them), its arrival and its in-region iteration time and duration.
         jobs = world.jobs
         self._job_table = np.zeros((len(jobs), JOB_SCHEDULES + MAX_SCHEDULES))
         self._job_table[:, JOB_SHARE] = [job.num_gpus / self.total_gpus for job in jobs]
-        self._job_table[:, JOB_LOG_ISOLATED] = [math.log(job.isolated_duration_s / self.t_ref_s) for job in jobs]
         self._job_table[:, JOB_LOG_DEMAND] = [math.log(job.typical_demand_gbps / self.median_bw) for job in jobs]
         self._job_table[:, JOB_ARRIVAL] = [job.arrival_s for job in jobs]
-        self._job_table[:, JOB_ISOLATED_ITERATION] = [job.isolated_iteration_s for job in jobs]
+        self._job_table[:, JOB_LOCAL_ITERATION] = [job.local_iteration_s for job in jobs]
+        self._job_table[:, JOB_LOCAL_DURATION] = [job.iterations * job.local_iteration_s for job in jobs]
         for row, job in zip(self._job_table, jobs):
             row[JOB_SCHEDULES:JOB_SCHEDULES + len(job.schedules)] = [schedule_code(name) for name in job.schedules]
         self._capacity: tuple = (None, None)  # (the simulator's capacity array, it with zeros replaced by 1)
         self._constants_f = np.empty(len(tables.ENCODER_FLOATS))  # the compiled encoder's (tables.ENCODER_FLOATS)
-        self._constants_f[[F_T_REF, F_NUM_JOBS, F_TOTAL_GPUS, F_START_HOUR, F_HORIZON, F_NUM_LINKS, F_C_REF,
-                           F_CARBON_REF]] = (t_ref_s, len(jobs), self.total_gpus, world.start_hour, world.horizon_s,
+        self._constants_f[[F_T_LOCAL, F_NUM_JOBS, F_TOTAL_GPUS, F_START_HOUR, F_HORIZON, F_NUM_LINKS, F_C_REF,
+                           F_CARBON_REF]] = (t_local_s, len(jobs), self.total_gpus, world.start_hour, world.horizon_s,
                                              self._num_links, c_ref_usd, self.carbon_ref_kg)
         self._episode = tables.ENCODER_EPISODE.pack(template=self._template, constants_i=self._constants_i,
                                                     constants_f=self._constants_f, hourly=self._hourly,
@@ -332,7 +338,8 @@ class ObservationEncoder:
         state = tables.ENCODER_STATE.pack(
             now_s=now, hour=min(int(now // SECONDS_PER_HOUR), self._last_hour), free_gpus=sim.free_gpus,
             link_load=sim.link_load_gbps, utilization_base=self._utilization(sim), num_waiting=len(queue),
-            num_running=len(sim.running), gap_s=self._gap_s(sim),
+            num_running=len(sim.running), gap_s=self._gap_s(sim), in_service=sim.in_service_gpus(),
+            work_left=sim.work_left, lost_s=sim.lost_s,
         )
         _encode_compiled(self._episode, state, visible_ids, table, flat)
         return {key: flat[part] for key, part in zip(self._keys, self._slices)}

@@ -29,6 +29,7 @@ JOB_PROFILE_FIELDS = (
 JOB_OTHER_FIELDS = (
     "job_id", "arrival_s", "dataset", "params", "layers", "hidden", "micro_batch_size", "seq_len", "iterations",
     "isolated_iteration_s", "lower_bound_s", "lower_bound_energy_kwh", "typical_demand_gbps", "isolated_power_w",
+    "local_iteration_s",
 )
 # What a layout's timing reads of a world besides its job's profile and its placement (timing_key), and what its
 # power reads besides (layout_key).
@@ -69,6 +70,7 @@ class Job:
     lower_bound_energy_kwh: float
     typical_demand_gbps: float  # no-stall rate per hop, d·A·8 / (t_f + t_b), on the median GPU it fits
     isolated_power_w: float  # facility power running alone at the isolated iteration time, on the median GPU it fits
+    local_iteration_s: float  # the reference placement's iteration time with every boundary inside one region
     data_parallel: int = 1  # replicas d; each stage's replicas sit in one region
     allreduce_s: float = 0.0  # gradient all-reduce of the d·c ranks per iteration, inside a region
     schedules: tuple[str, ...] = (ONE_F_ONE_B,)  # the pipeline schedules it accepts, its own first

@@ -353,6 +353,7 @@ class _ModelProfile:
     typical_demand_gbps: float
     isolated_power_w: float
     allreduce_s: float
+    local_iteration_s: float  # on the reference region's GPUs with every boundary inside the region
     # (schedules, virtual_stages, context_parallel, backward_ratio, input_gradient, schedule_fits, link_messages)
     recipe: tuple
     # (dataset, iterations) → the first job of them: the fields of such a job but its id and arrival are a pure
@@ -436,6 +437,9 @@ def _model_profile(
     ref_x = transfer_time_s(d * act, ref_bw)
     ref_only = np.arange(num_regions) == ref_region
     isolated = alone_s(float(forward[ref_region]), ref_x, ref_lat, ref_only) + allreduce
+    # The same pipeline with every boundary inside the region: what the WAN slows a job down from.
+    intra_x = transfer_time_s(act / c if c > 1 else act, net.intra_bandwidth_gbps)
+    local = alone_s(float(forward[ref_region]), intra_x, float(net.intra_latency_s), ref_only) + allreduce
     # Lower bound: every stage on the fastest GPU it fits, every boundary on the best link (monotone model).
     fastest = float(forward[fits].min())
     # A boundary moves d·A over the WAN or A/c per link inside a region: the faster of the two bounds it.
@@ -453,7 +457,7 @@ def _model_profile(
         array.flags.writeable = False
     return _ModelProfile(
         int(k_star), act, forward, fits, isolated, lb_iter, float(stage_energy_j[fits].min()), demand,
-        isolated_power_w, allreduce, (names, v, c, ratio, input_gradient, schedule_fits, messages),
+        isolated_power_w, allreduce, local, (names, v, c, ratio, input_gradient, schedule_fits, messages),
     )
 
 
@@ -511,6 +515,7 @@ def _build_job(job_id, arrival_s, model, dataset, iterations, scenario, shape: J
         lower_bound_energy_kwh=lb_energy_kwh,
         typical_demand_gbps=profile.typical_demand_gbps,
         isolated_power_w=profile.isolated_power_w,
+        local_iteration_s=profile.local_iteration_s,
         data_parallel=d,
         allreduce_s=profile.allreduce_s,
         schedules=names,

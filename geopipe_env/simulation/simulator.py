@@ -416,11 +416,13 @@ class ClusterSim:
                         self._has_carbon)
         # GPU failures (world.failures; None when nothing fails). Per job: the useful iterations it has left (a
         # failure rolls them back to its last checkpoint), its interruptions, the Run it is on, and the version its
-        # next run's completion events start from (a stale completion of an earlier run never matches). Per region:
-        # GPUs under repair. And the GPU-seconds of every run by what they did (RunSplit's fields).
+        # next run's completion events start from (a stale completion of an earlier run never matches), and the
+        # computing time its interrupted runs lost. Per region: GPUs under repair. And the GPU-seconds of every run by
+        # what they did (RunSplit's fields).
         self._failing = world.failures is not None
         self.work_left = np.array([float(job.iterations) for job in world.jobs])
         self.interruptions = np.zeros(n_jobs, dtype=np.int64)
+        self.lost_s = np.zeros(n_jobs)
         self._runs: dict[int, Run] = {}
         self._next_version: dict[int, int] = {}
         self.repairing = np.zeros(world.num_regions, dtype=np.int64)
@@ -731,6 +733,7 @@ class ClusterSim:
         split = self._count_run(run, jid, interrupted=not noticed)
         self.work_left[jid] = max(run.work_iters - math.floor(split.saved_iters), 0.0)  # checkpoints hold whole iterations
         self.interruptions[jid] += 1
+        self.lost_s[jid] += split.lost_s
         self._next_version[jid] = rj.version + 1
         del self.running[jid]
         self._running_ids = np.fromiter(self.running, np.int64, len(self.running))
@@ -741,6 +744,10 @@ class ClusterSim:
         self.status[jid] = _WAITING
         bisect.insort(self.waiting, jid)  # job ids follow arrival order
         self.gpu_timeline.append((self.now_s, self._held_per_region()))
+
+    def in_service_gpus(self) -> np.ndarray:
+        """(R,) GPUs in service per region: neither under repair nor away (capacity loss)."""
+        return self.world.num_gpus - self.repairing - self.away
 
     def _held_per_region(self) -> np.ndarray:
         """(R,) GPUs jobs hold: those neither free, under repair, nor away (capacity loss)."""
