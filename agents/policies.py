@@ -15,8 +15,8 @@ same way and changes nothing else (the context pools the queue). Waiting compete
 the sum of the launches: with a flat softmax over ``[score, wait]``, forty near-equal launches (a queue of one job
 shape, several strategies that find the same placement) would add up to a launch probability that one launch of
 the same score would not have, and the probability of waiting would fall with the number of valid actions. The
-valid launches are the rows whose ``feasible`` feature is 1, which is what the env's mask says of them. The action masks of MaskablePPO apply to the
-logits as usual. The value function is an MLP over the context and all the rows. Select it in a hyperparameter
+valid launches are the rows whose ``feasible`` feature is 1, which is what the env's mask says of them. The action
+masks of MaskablePPO apply to the logits as usual. The value function is an MLP over the context and all the rows. Select it in a hyperparameter
 file with ``policy: CandidateScoringPolicy``; a saved model records the class, so ``load_agent`` needs no option.
 
 Deterministic play takes the mode of the decision, not of the action (:func:`decision_mode`): wait if the policy

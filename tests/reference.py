@@ -579,7 +579,7 @@ def encode_rows(encoder: ObservationEncoder, sim: ClusterSim, queue: list[int], 
     regions[:n, R_PRICE_FORECAST] = hourly[:, HOURLY_FORECAST]
     regions[:n, R_CARBON] = hourly[:, HOURLY_CARBON]
     regions[:n, R_LINK_UTILIZATION] = out_util / encoder._out_links
-    regions[:n, R_IN_SERVICE] = (w.num_gpus - sim.repairing - sim.away) / w.num_gpus
+    regions[:n, R_IN_SERVICE] = sim.in_service_gpus() / w.num_gpus
     flat[encoder._util_index] = util.reshape(-1)
 
     wan_scale = max(n - 1, 1)
@@ -594,7 +594,7 @@ def encode_rows(encoder: ObservationEncoder, sim: ClusterSim, queue: list[int], 
         q_row[Q_LOG_BANDWIDTH_DEMAND] = math.log(job.typical_demand_gbps / encoder.median_bw)
         q_row[Q_WAITING_TIME] = (now - job.arrival_s) / encoder.t_local_s
         q_row[Q_CAN_START] = float(any(ci is not None for ci in row_cands))
-        q_row[Q_LOST_WORK] = float(sim.lost_s[jid]) / (job.iterations * job.local_iteration_s)
+        q_row[Q_LOST_WORK] = float(sim.lost_s[jid]) / job.local_duration_s
         for k, ci in enumerate(row_cands):
             if ci is None:
                 continue

@@ -1,8 +1,9 @@
 """Layer 5: the observation encoder.
 
 Every array is flat (1-D), as SB3's ``MultiInputPolicy`` expects; reshape with :func:`obs_layout` to recover the
-tables: ``regions`` (max_regions, 8), ``links`` (max_regions², 3) where row ``i·max_regions + j`` is link i→j,
-``queue`` (Q, 6), ``candidates`` (Q·K, 8) where row ``a = slot·K + k`` describes action ``a``, and ``global`` (8,).
+tables: ``regions`` (a row per region, up to max_regions), ``links`` (max_regions² rows, row ``i·max_regions + j``
+link i→j), ``queue`` (Q rows), ``candidates`` (Q·K rows, row ``a = slot·K + k`` describing action ``a``) and
+``global`` (one row).
 Every column is declared, with its meaning, in :mod:`geopipe_env.base.tables`.
 
 :class:`ObservationEncoder` writes an observation from a compiled candidate table's arrays, in compiled code
@@ -271,7 +272,7 @@ class ObservationEncoder:
         self._job_table[:, JOB_LOG_DEMAND] = [math.log(job.typical_demand_gbps / self.median_bw) for job in jobs]
         self._job_table[:, JOB_ARRIVAL] = [job.arrival_s for job in jobs]
         self._job_table[:, JOB_LOCAL_ITERATION] = [job.local_iteration_s for job in jobs]
-        self._job_table[:, JOB_LOCAL_DURATION] = [job.iterations * job.local_iteration_s for job in jobs]
+        self._job_table[:, JOB_LOCAL_DURATION] = [job.local_duration_s for job in jobs]
         for row, job in zip(self._job_table, jobs):
             row[JOB_SCHEDULES:JOB_SCHEDULES + len(job.schedules)] = [schedule_code(name) for name in job.schedules]
         self._capacity: tuple = (None, None)  # (the simulator's capacity array, it with zeros replaced by 1)

@@ -175,6 +175,12 @@ def activation_bytes(micro_batch_size: int, seq_len: int, hidden: int) -> float:
     return float(micro_batch_size * seq_len * hidden * BF16_BYTES)
 
 
+def intra_message_bytes(message_bytes: float, context_parallel: int) -> float:
+    """Bytes a replica's stage boundary sends per micro-batch on each of its ``c`` links inside a region: the
+    activation split along the sequence, ``A / c`` (the whole ``A`` over the WAN, where one link carries it)."""
+    return message_bytes / context_parallel
+
+
 def stage_memory_bytes(
     params: float,
     layers: int,

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from geopipe_env.physics.pipeline import BACKWARD_TO_FORWARD, ONE_F_ONE_B
+from geopipe_env.physics.pipeline import BACKWARD_TO_FORWARD, ONE_F_ONE_B, intra_message_bytes
 
 if TYPE_CHECKING:
     from geopipe_env.physics.energy import HourlyIntegral
@@ -90,6 +90,7 @@ class Job:
     intra_message_bytes: float = field(init=False, repr=False)
     num_gpus: int = field(init=False, repr=False)  # S·t·c·d
     isolated_duration_s: float = field(init=False, repr=False)  # iterations × isolated iteration time
+    local_duration_s: float = field(init=False, repr=False)  # iterations × in-region iteration time
 
     def __post_init__(self) -> None:
         if self.schedule_fits is None:
@@ -97,10 +98,10 @@ class Job:
         object.__setattr__(self, "profile_key", fields_key(self, JOB_PROFILE_FIELDS))
         object.__setattr__(self, "stage_gpus", self.gpus_per_stage * self.context_parallel * self.data_parallel)
         object.__setattr__(self, "wan_message_bytes", self.data_parallel * self.activation_bytes)
-        intra = self.activation_bytes if self.context_parallel == 1 else self.activation_bytes / self.context_parallel
-        object.__setattr__(self, "intra_message_bytes", intra)
+        object.__setattr__(self, "intra_message_bytes", intra_message_bytes(self.activation_bytes, self.context_parallel))
         object.__setattr__(self, "num_gpus", self.num_stages * self.stage_gpus)
         object.__setattr__(self, "isolated_duration_s", self.iterations * self.isolated_iteration_s)
+        object.__setattr__(self, "local_duration_s", self.iterations * self.local_iteration_s)
 
     @property
     def schedule(self) -> str:

@@ -438,12 +438,12 @@ def _model_profile(
     ref_only = np.arange(num_regions) == ref_region
     isolated = alone_s(float(forward[ref_region]), ref_x, ref_lat, ref_only) + allreduce
     # The same pipeline with every boundary inside the region: what the WAN slows a job down from.
-    intra_x = transfer_time_s(act / c if c > 1 else act, net.intra_bandwidth_gbps)
+    intra_x = transfer_time_s(pipeline.intra_message_bytes(act, c), net.intra_bandwidth_gbps)
     local = alone_s(float(forward[ref_region]), intra_x, float(net.intra_latency_s), ref_only) + allreduce
     # Lower bound: every stage on the fastest GPU it fits, every boundary on the best link (monotone model).
     fastest = float(forward[fits].min())
     # A boundary moves d·A over the WAN or A/c per link inside a region: the faster of the two bounds it.
-    best_x = min(transfer_time_s(d * act, best_bw), transfer_time_s(act / c if c > 1 else act, net.intra_bandwidth_gbps))
+    best_x = min(transfer_time_s(d * act, best_bw), intra_x)
     lb_iter = alone_s(fastest, best_x, best_lat, fits, bound=True) + allreduce
     busy_s = m * (1.0 + ratio) * forward
     stage_energy_j = (idle * lb_iter + (busy - idle) * busy_s) * pue * (g * c * d)  # (R,) per stage per iteration

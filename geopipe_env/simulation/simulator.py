@@ -708,7 +708,7 @@ class ClusterSim:
         failure). True if link rates need recomputing."""
         spec = self.world.scenario.capacity_loss
         region = int(self.world.capacity_losses.regions[index])
-        in_service = int(self.world.num_gpus[region] - self.repairing[region] - self.away[region])
+        in_service = int(self.in_service_gpus()[region])
         lost = min(max(1, round(spec.fraction * int(self.world.num_gpus[region]))), in_service)
         if lost <= 0:
             return False
@@ -746,13 +746,14 @@ class ClusterSim:
         self.gpu_timeline.append((self.now_s, self._held_per_region()))
 
     def in_service_gpus(self) -> np.ndarray:
-        """(R,) GPUs in service per region: neither under repair nor away (capacity loss)."""
-        return self.world.num_gpus - self.repairing - self.away
+        """(R,) GPUs in service per region: neither under repair nor away (capacity loss). GPUs leave service only
+        in a world whose GPUs fail (capacity loss needs failures): elsewhere this is the world's own array, not to be
+        written."""
+        return self.world.num_gpus - self.repairing - self.away if self._failing else self.world.num_gpus
 
     def _held_per_region(self) -> np.ndarray:
-        """(R,) GPUs jobs hold: those neither free, under repair, nor away (capacity loss)."""
-        held = self.world.num_gpus - self.free_gpus
-        return held - self.repairing - self.away if self._failing else held
+        """(R,) GPUs jobs hold: those in service and not free."""
+        return self.in_service_gpus() - self.free_gpus
 
     def mean_iteration_s(self) -> np.ndarray:
         """(num_jobs,) each launched job's mean iteration time so far: time running ÷ iterations done (NaN if it
