@@ -25,7 +25,7 @@ A ``Dict`` of flat float32 boxes, padded to ``max_regions``; each is a row-major
 | links | (max_regions², 3) | row i·max_regions+j is link i→j: capacity (÷ max), utilisation, latency (÷ max) |
 | queue | (Q, 7) | present, GPU share, log in-region duration of the work left ÷ T_local, log bandwidth demand ÷ median link, waiting time ÷ T_local, can start, work lost to failures |
 | candidates | (Q·K, 9) | row a describes action a: feasible, log est. iteration ÷ in-region iteration, log est. duration ÷ T_local, est. cost ÷ C_ref, WAN hops, bandwidth slack, stall flag, est. carbon ÷ ref, schedule |
-| global | (8,) | hour of day sin/cos, queue beyond window, running jobs, GPU utilisation, time ÷ horizon, mean link utilisation, wait gap |
+| global | (9,) | hour of day sin/cos, queue beyond window, running jobs, GPU utilisation, time ÷ horizon, mean link utilisation, wait gap, time scale |
 
 ## Rewards
 A step covering Δt earns ``−(Σ_jobs-in-system Δt / T_ref + cost_weight · Δcost / C_ref)``, so an episode sums to
@@ -326,8 +326,8 @@ class GeoPipeEnv(gym.Env):
         self.c_ref_usd = iso_energy_kwh * (mean_price if mean_price > 0 else float(np.abs(self.world.price.values).mean()) + 1e-9)
         carbon_ref_kg = iso_energy_kwh * float(self.world.carbon.values.mean()) / 1000.0
         self.encoder = ObservationEncoder(
-            self.world, self.max_regions, self.queue_slots, self.num_strategies, self.t_local_s, self.c_ref_usd, carbon_ref_kg,
-            self._encoder_constants,
+            self.world, self.max_regions, self.queue_slots, self.num_strategies, self.t_local_s, self.t_ref_s,
+            self.c_ref_usd, carbon_ref_kg, self._encoder_constants,
         )
         self.invalid_actions = 0
         self.decisions = 0

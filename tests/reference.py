@@ -51,7 +51,7 @@ from geopipe_env.simulation.core_types import Placement
 from geopipe_env.base.tables import (
     CAND_BANDWIDTH_SLACK, CAND_CARBON, CAND_COST, CAND_FEASIBLE, CAND_LOG_DURATION, CAND_LOG_ITERATION_VS_LOCAL,
     CAND_SCHEDULE, CAND_STALLED, CAND_WAN_HOPS, G_GPU_UTILIZATION, G_HOUR_COS, G_HOUR_SIN, G_MEAN_LINK_UTILIZATION,
-    G_QUEUE_BEYOND_WINDOW, G_RUNNING_JOBS, G_TIME_FRACTION, G_WAIT_GAP, LAYOUT_FLOATS, Q_CAN_START,
+    G_QUEUE_BEYOND_WINDOW, G_RUNNING_JOBS, G_TIME_FRACTION, G_TIME_SCALE, G_WAIT_GAP, LAYOUT_FLOATS, Q_CAN_START,
     Q_LOG_BANDWIDTH_DEMAND, Q_LOG_LOCAL_DURATION, Q_LOST_WORK, Q_PRESENT, Q_STAGES_SHARE, Q_WAITING_TIME, R_CARBON,
     R_FREE_GPU_FRACTION, R_IN_SERVICE, R_LINK_UTILIZATION, R_PRICE_FORECAST, R_PRICE_NOW,
 )
@@ -618,6 +618,7 @@ def encode_rows(encoder: ObservationEncoder, sim: ClusterSim, queue: list[int], 
     g[G_TIME_FRACTION] = now / w.horizon_s
     g[G_MEAN_LINK_UTILIZATION] = float(out_util.sum()) / encoder._num_links if encoder._num_links else 0.0
     g[G_WAIT_GAP] = _wait_gap(encoder, sim)
+    g[G_TIME_SCALE] = math.log(encoder.t_ref_s / encoder.t_local_s)
     np.minimum(flat, OBS_CLIP, out=flat)
     np.maximum(flat, -OBS_CLIP, out=flat)
     return {key: flat[part] for key, part in zip(encoder._keys, encoder._slices)}

@@ -394,3 +394,23 @@ def test_hourly_features_kernel_equals_numpy():
         hourly_features(series.values, series.prefix_h, carbon, scale, got)
         want = reference.hourly_features(series.values, series.prefix_h, carbon, scale)
         assert np.array_equal(got, want)
+
+
+def test_time_scale_gives_the_rewards_time_unit_in_the_observations():
+    """The global ``time_scale`` is log(T_ref ÷ T_local) at every decision of an episode: the reward divides time by
+    T_ref, the duration features by T_local, so a slow WAN (T_ref far above T_local) shows in it."""
+    from geopipe_env.base.tables import G_TIME_SCALE
+
+    scales = {}
+    for name, kwargs in (("flagship", {}), ("slow WAN", {"scenario": "geopipe-v0-bw0.3"})):
+        env = gym.make("GeoPipe-v0", **kwargs)
+        obs, info = env.reset(seed=3)
+        want = np.log(env.unwrapped.t_ref_s / env.unwrapped.t_local_s)
+        rng = np.random.default_rng(0)
+        for _ in range(20):
+            assert obs["global"][G_TIME_SCALE] == pytest.approx(want, rel=1e-6)
+            obs, _, terminated, truncated, info = env.step(int(rng.choice(np.flatnonzero(info["action_mask"]))))
+            if terminated or truncated:
+                break
+        scales[name] = want
+    assert scales["slow WAN"] > scales["flagship"] > 0.0

@@ -35,7 +35,7 @@ def test_an_agent_prints_what_it_is():
     """An agent's repr names it, its algorithm and network, its training timesteps and how it acts."""
     text = repr(load_pretrained())
     assert text == (
-        "AgentPolicy(name='geopipe_v0_maskable_ppo', model=MaskablePPO(CandidateScoringPolicy, 150,000 timesteps), "
+        "AgentPolicy(name='geopipe_v0_maskable_ppo', model=MaskablePPO(CandidateScoringPolicy, 200,000 timesteps), "
         "obs_normalizer=VecNormalize, deterministic=True)"
     )
     assert "deterministic=False" in repr(load_agent(AGENT, deterministic=False))

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from geopipe_env.simulation.generator import sample_world
 from geopipe_env.simulation.core_types import fields_key, layout_key
-from geopipe_env.scenario.loader import load_builtin, load_scenario
+from geopipe_env.scenario.loader import ScenarioError, load_builtin, load_scenario
 from tests.test_loader import base
 
 
@@ -72,3 +73,65 @@ def test_mixed_fleets_redraw_until_every_job_fits():
     for world in _worlds(scenario, 60, seed=3):
         for job in world.jobs:
             assert job.fits.any() and job.num_stages >= 1
+
+
+def _shaped(**randomize) -> dict:
+    d = base()
+    d["workload"]["num_jobs"] = 12
+    d["workload"]["pipeline_schedules"] = ["interleaved-1f1b", "1f1b"]
+    d["workload"]["virtual_stages"] = 2
+    d["randomize"] = randomize
+    return d
+
+
+def test_shape_draws_are_powers_of_two_in_range_and_keep_each_jobs_tokens():
+    scenario = load_scenario(_shaped(data_parallel=[1, 4], seq_len=[1000, 4096]))
+    degrees, lengths = set(), set()
+    for world in _worlds(scenario, 30):
+        for job in world.jobs:
+            degrees.add(job.data_parallel)
+            lengths.add(job.seq_len)
+            # The class's micro-batches per replica stay; the iterations follow from the dataset's tokens.
+            assert job.num_microbatches == 32
+            tokens = job.iterations * job.micro_batch_size * job.seq_len * job.num_microbatches * job.data_parallel
+            assert tokens >= scenario.workload.datasets[0].tokens
+            assert (job.iterations - 1) * tokens / job.iterations < scenario.workload.datasets[0].tokens
+    assert degrees == {1, 2, 4} and lengths == {1024, 2048, 4096}
+
+
+def test_shape_draws_follow_the_seed_and_leave_other_draws_alone():
+    plain = load_scenario(_shaped())
+    shaped = load_scenario(_shaped(data_parallel=[2, 2]))
+    a, b = _worlds(shaped, 3, seed=5), _worlds(shaped, 3, seed=5)
+    for wa, wb in zip(a, b, strict=True):
+        assert [(j.data_parallel, j.lower_bound_s) for j in wa.jobs] == [(j.data_parallel, j.lower_bound_s) for j in wb.jobs]
+    # The shape draws come after the arrivals: the same seed gives the same arrivals, models and prices.
+    for wp, ws in zip(_worlds(plain, 3, seed=5), a, strict=True):
+        assert [(j.arrival_s, j.model) for j in wp.jobs] == [(j.arrival_s, j.model) for j in ws.jobs]
+        assert np.array_equal(wp.price.values, ws.price.values)
+        assert {j.data_parallel for j in wp.jobs} == {1} and {j.data_parallel for j in ws.jobs} == {2}
+
+
+def test_one_f_one_b_prob_draws_whole_episodes():
+    scenario = load_scenario(_shaped(one_f_one_b_prob=0.5))
+    kinds = [{j.schedules for j in w.jobs} for w in _worlds(scenario, 40)]
+    only = [k == {("1f1b",)} for k in kinds]
+    assert all(o or k == {("interleaved-1f1b", "1f1b")} for o, k in zip(only, kinds))
+    assert 0.25 < np.mean(only) < 0.75
+    never = load_scenario(_shaped(one_f_one_b_prob=0.0))
+    assert all(j.schedules == ("interleaved-1f1b", "1f1b") for w in _worlds(never, 5) for j in w.jobs)
+
+
+def test_a_drawn_shape_that_cannot_run_keeps_the_class_shape():
+    """A stage of 8 GPUs per replica: 2 or 4 replicas fit a region of 32 GPUs, 8 or 16 fit none, so those draws
+    keep the class's single replica."""
+    d = _shaped(data_parallel=[2, 16])
+    d["workload"].update(pipeline_stages=2, gpus_per_stage=8)
+    scenario = load_scenario(d)
+    degrees = {j.data_parallel for w in _worlds(scenario, 20) for j in w.jobs}
+    assert degrees == {1, 2, 4}
+
+
+def test_a_shape_range_without_a_power_of_two_is_one_clear_error():
+    with pytest.raises(ScenarioError, match=r"randomize\.data_parallel: no power of two lies in \[3, 3\]"):
+        load_scenario(_shaped(data_parallel=[3, 3]))

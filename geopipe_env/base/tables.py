@@ -300,11 +300,13 @@ GLOBAL_FEATURES = _table(
     ("mean_link_utilization", "the mean utilisation of all links"),
     ("wait_gap", "log(1 + Δt ÷ T_local) for the Δt a wait would skip: to the next arrival, completion or hour tick, "
                  "or the horizon"),
+    ("time_scale", "log(T_ref ÷ T_local): what the reward divides time by (T_ref) in the unit of the duration "
+                   "features (T_local); constant over an episode"),
 )
 (G_HOUR_SIN, G_HOUR_COS, G_QUEUE_BEYOND_WINDOW, G_RUNNING_JOBS, G_GPU_UTILIZATION, G_TIME_FRACTION,
- G_MEAN_LINK_UTILIZATION, G_WAIT_GAP) = GLOBAL_FEATURES.positions(
+ G_MEAN_LINK_UTILIZATION, G_WAIT_GAP, G_TIME_SCALE) = GLOBAL_FEATURES.positions(
     "hour_sin", "hour_cos", "queue_beyond_window", "running_jobs", "gpu_utilization", "time_fraction",
-    "mean_link_utilization", "wait_gap",
+    "mean_link_utilization", "wait_gap", "time_scale",
 )
 # The observation's keys in order: (key, features, rows). Rows are a count of the env's own (``max_regions``,
 # ``max_regions²`` links, ``Q`` queue slots, ``Q·K`` candidates, one global row).
@@ -459,10 +461,11 @@ ENCODER_FLOATS = _table(
     ("num_links", "directed WAN links"),
     ("c_ref", "C_ref, USD"),
     ("carbon_ref", "the carbon reference, kg"),
+    ("time_scale", "the global feature time_scale, log(T_ref ÷ T_local)"),
 )
-F_T_LOCAL, F_NUM_JOBS, F_TOTAL_GPUS, F_START_HOUR, F_HORIZON, F_NUM_LINKS, F_C_REF, F_CARBON_REF = (
+F_T_LOCAL, F_NUM_JOBS, F_TOTAL_GPUS, F_START_HOUR, F_HORIZON, F_NUM_LINKS, F_C_REF, F_CARBON_REF, F_TIME_SCALE = (
     ENCODER_FLOATS.positions(
-        "t_local", "num_jobs", "total_gpus", "start_hour", "horizon", "num_links", "c_ref", "carbon_ref"
+        "t_local", "num_jobs", "total_gpus", "start_hour", "horizon", "num_links", "c_ref", "carbon_ref", "time_scale"
     )
 )
 ENCODER_JOBS = _table(

@@ -34,9 +34,9 @@ from geopipe_env.base.tables import (
     CO_CANDIDATE_F, CO_CANDIDATE_LENGTH, CO_CANDIDATE_OF, EE_CONSTANTS_F, EE_CONSTANTS_I,
     EE_HOURLY, EE_JOB_TABLE, EE_TEMPLATE, ES_FREE_GPUS, ES_GAP_S, ES_HOUR, ES_IN_SERVICE, ES_LINK_LOAD, ES_LOST_S,
     ES_NOW_S, ES_NUM_RUNNING, ES_NUM_WAITING, ES_UTILIZATION_BASE, ES_WORK_LEFT, JOB_SCHEDULES,
-    F_C_REF, F_CARBON_REF, F_HORIZON, F_NUM_JOBS, F_NUM_LINKS, F_START_HOUR, F_T_LOCAL,
+    F_C_REF, F_CARBON_REF, F_HORIZON, F_NUM_JOBS, F_NUM_LINKS, F_START_HOUR, F_T_LOCAL, F_TIME_SCALE,
     F_TOTAL_GPUS, G_GPU_UTILIZATION, G_HOUR_COS, G_HOUR_SIN, G_MEAN_LINK_UTILIZATION, G_QUEUE_BEYOND_WINDOW,
-    G_RUNNING_JOBS, G_TIME_FRACTION, G_WAIT_GAP, I_CANDIDATES_AT, I_GLOBAL_AT, I_LINKS_AT, I_QUEUE_AT, I_REGIONS,
+    G_RUNNING_JOBS, G_TIME_FRACTION, G_TIME_SCALE, G_WAIT_GAP, I_CANDIDATES_AT, I_GLOBAL_AT, I_LINKS_AT, I_QUEUE_AT, I_REGIONS,
     I_REGIONS_AT, JOB_ARRIVAL, JOB_LOCAL_DURATION, JOB_LOCAL_ITERATION, JOB_LOG_DEMAND, JOB_SHARE, L_CAPACITY,
     L_LATENCY, L_UTILIZATION, Q_CAN_START, Q_LOG_BANDWIDTH_DEMAND, Q_LOG_LOCAL_DURATION, Q_LOST_WORK, Q_PRESENT,
     Q_STAGES_SHARE, Q_WAITING_TIME, R_CARBON, R_FREE_GPU_FRACTION, R_GPUS_SHARE, R_IN_SERVICE, R_LINK_UTILIZATION,
@@ -209,6 +209,7 @@ def _encode_compiled(episode, state, slot_jobs, table, out) -> None:
     out[global_at + G_TIME_FRACTION] = now_s / horizon_s
     out[global_at + G_MEAN_LINK_UTILIZATION] = mean_util
     out[global_at + G_WAIT_GAP] = min(math.log1p(max(gap_s, 0.0) / t_local_s), OBS_CLIP)
+    out[global_at + G_TIME_SCALE] = constants_f[F_TIME_SCALE]
     for i in range(out.shape[0]):  # np.minimum / np.maximum: a NaN stays NaN
         if out[i] > OBS_CLIP:
             out[i] = OBS_CLIP
@@ -232,6 +233,7 @@ class ObservationEncoder:
         queue_slots: int,
         num_strategies: int,
         t_local_s: float,
+        t_ref_s: float,
         c_ref_usd: float,
         carbon_ref_kg: float,
         world_constants: MutableMapping | None = None,
@@ -239,12 +241,14 @@ class ObservationEncoder:
         """``world_constants`` (optional, owned by the caller: a bounded cache such as ``caches.BoundedDict(1)``)
         keeps the constants of the last worlds' physics across episodes: pass the same one only to encoders of one
         scenario. ``t_local_s`` is the time scale of the duration features (``tables.QUEUE_FEATURES``): the jobs' mean
-        in-region duration (``GeoPipeEnv.t_local_s``)."""
+        in-region duration (``GeoPipeEnv.t_local_s``); ``t_ref_s`` the reward's (``GeoPipeEnv.t_ref_s``), which the
+        global feature ``time_scale`` relates to it."""
         self.world = world
         self.max_regions = max_regions
         self.queue_slots = queue_slots
         self.num_strategies = num_strategies
         self.t_local_s = t_local_s
+        self.t_ref_s = t_ref_s
         self.c_ref_usd = c_ref_usd
         self.carbon_ref_kg = max(carbon_ref_kg, 1e-9)
         n = world.num_regions
@@ -278,8 +282,9 @@ class ObservationEncoder:
         self._capacity: tuple = (None, None)  # (the simulator's capacity array, it with zeros replaced by 1)
         self._constants_f = np.empty(len(tables.ENCODER_FLOATS))  # the compiled encoder's (tables.ENCODER_FLOATS)
         self._constants_f[[F_T_LOCAL, F_NUM_JOBS, F_TOTAL_GPUS, F_START_HOUR, F_HORIZON, F_NUM_LINKS, F_C_REF,
-                           F_CARBON_REF]] = (t_local_s, len(jobs), self.total_gpus, world.start_hour, world.horizon_s,
-                                             self._num_links, c_ref_usd, self.carbon_ref_kg)
+                           F_CARBON_REF, F_TIME_SCALE]] = (
+            t_local_s, len(jobs), self.total_gpus, world.start_hour, world.horizon_s, self._num_links, c_ref_usd,
+            self.carbon_ref_kg, math.log(t_ref_s / t_local_s))
         self._episode = tables.ENCODER_EPISODE.pack(template=self._template, constants_i=self._constants_i,
                                                     constants_f=self._constants_f, hourly=self._hourly,
                                                     job_table=self._job_table)

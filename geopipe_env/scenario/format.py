@@ -392,6 +392,14 @@ SECTIONS: dict[str, tuple[Key, ...]] = {
             default_text="none"),
         Key("batch_arrival_prob", "number", "with this probability, every job arrives at t = 0 instead; only with "
             "`process: poisson`", "probability", default_text="none", **PROBABILITY),
+        Key("one_f_one_b_prob", "number", "with this probability, every job of the episode accepts only 1F1B (the "
+            "regime map's 1F1B-only worlds)", "probability", default_text="none", **PROBABILITY),
+        Key("data_parallel", "int_range", "each job's data-parallel degree, a power of two drawn uniformly from those "
+            "in the range. The job keeps its class's micro-batches per replica, so its global batch grows with the "
+            "degree and its iterations shrink to keep its tokens. A job that cannot run in the episode's world with "
+            "the drawn shape keeps its class's", "d", default_text="none"),
+        Key("seq_len", "int_range", "each job's sequence length, a power of two drawn likewise (after the degree); "
+            "its iterations shrink to keep its tokens", "s, tokens", default_text="none"),
     ),
     "objective": (
         Key("cost_weight", "number", "weight of cost against JCT in the reward", "", 1.0, **NON_NEGATIVE),

@@ -58,6 +58,7 @@ from geopipe_env.scenario.types import (
     Scenario,
     TraceJob,
     WorkloadSpec,
+    powers_of_two,
 )
 from geopipe_env.scenario.format import (
     DEFAULT_START_UTC,
@@ -1252,6 +1253,11 @@ def _randomize(section: _Section | None, gpu_types: dict[str, GpuType], workload
             raise ScenarioError(
                 section.at(key), f"the workload's arrival process is {process!r}", f"workload.arrival.process: {' or '.join(processes)}"
             )
+    for key in ("data_parallel", "seq_len"):
+        if ranges[key] is not None and not powers_of_two(ranges[key]):
+            low, high = ranges[key]
+            raise ScenarioError(section.at(key), f"no power of two lies in [{low}, {high}]",
+                                "a range holding at least one power of two")
     if ranges["num_jobs"] is not None and process == "trace":
         raise ScenarioError(section.at("num_jobs"), "the jobs come from a trace", "a poisson or batch workload")
     if ranges["num_jobs"] is not None and workload.arrival.source is not None:

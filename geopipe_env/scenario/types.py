@@ -260,6 +260,17 @@ class WorkloadSpec:
         return (JobClass("default", 1.0, self.models, self.datasets, self.shape),)
 
 
+def powers_of_two(bounds: tuple[int, int]) -> tuple[int, ...]:
+    """The powers of two in ``[low, high]``, smallest first."""
+    low, high = bounds
+    powers, p = [], 1
+    while p <= high:
+        if p >= low:
+            powers.append(p)
+        p *= 2
+    return tuple(powers)
+
+
 @dataclass(frozen=True, slots=True)
 class RandomizeSpec:
     """Per-episode domain randomisation, drawn from the env's RNG at every reset; ``None`` leaves a part as given.
@@ -273,6 +284,10 @@ class RandomizeSpec:
         num_jobs: ``(low, high)`` integers: the episode's job count, uniform.
         arrival_scale: ``(low, high)``: the Poisson mean interarrival time × U(low, high).
         batch_arrival_prob: with this probability, every job arrives at t = 0 instead of by the Poisson process.
+        one_f_one_b_prob: with this probability, every job of the episode accepts only 1F1B.
+        data_parallel: ``(low, high)`` integers: each job's data-parallel degree, a power of two drawn uniformly
+            from those in the range.
+        seq_len: ``(low, high)`` integers: each job's sequence length, a power of two drawn likewise.
     """
 
     bandwidth_scale: tuple[float, float] | None = None
@@ -282,6 +297,14 @@ class RandomizeSpec:
     num_jobs: tuple[int, int] | None = None
     arrival_scale: tuple[float, float] | None = None
     batch_arrival_prob: float | None = None
+    one_f_one_b_prob: float | None = None
+    data_parallel: tuple[int, int] | None = None
+    seq_len: tuple[int, int] | None = None
+
+    @property
+    def varies_shapes(self) -> bool:
+        """Whether the episode redraws parts of its jobs' shapes."""
+        return self.one_f_one_b_prob is not None or self.data_parallel is not None or self.seq_len is not None
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ the ``rng`` argument, which the env seeds.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import MutableMapping
 from dataclasses import dataclass, field
@@ -20,8 +21,10 @@ from geopipe_env.simulation.core_types import CapacityLosses, GpuFailures, Job, 
 from geopipe_env.physics import pipeline
 from geopipe_env.physics.energy import HourlyIntegral, gpu_power_w
 from geopipe_env.scenario.types import (
-    SIZING_FIXED, SIZING_MEMORY, CapacityLossSpec, FailureSpec, JobShape, LinkDegradation, Scenario,
+    SIZING_FIXED, SIZING_MEMORY, CapacityLossSpec, FailureSpec, JobShape, LinkDegradation, RandomizeSpec, Scenario,
+    powers_of_two,
 )
+from geopipe_env.physics.schedule import ONE_F_ONE_B
 from geopipe_env.physics.sizing import linked_regions, size_job
 from geopipe_env.base.units import SECONDS_PER_DAY, SECONDS_PER_HOUR, rate_gbps, transfer_time_s
 
@@ -125,6 +128,39 @@ def _sample_arrivals(scenario: Scenario, rng: np.random.Generator) -> list[tuple
         (t, c.models[picks[2 * i]], c.datasets[picks[2 * i + 1]], None, c.shape)
         for i, (t, c) in enumerate(zip(times.tolist(), (classes[k] for k in drawn.tolist())))
     ]
+
+
+def _vary_shapes(rand: RandomizeSpec, arrivals: list, rng: np.random.Generator) -> list:
+    """The arrivals with their shapes redrawn by ``randomize``: first whether the episode runs 1F1B only, then each
+    job's data-parallel degree, then each job's sequence length (powers of two, uniformly). A job keeps its
+    class's micro-batches per replica; its iterations follow from its tokens (:func:`pipeline.iterations_for`)."""
+    only_1f1b = rand.one_f_one_b_prob is not None and bool(rng.random() < rand.one_f_one_b_prob)
+    degrees = _draw_powers(rand.data_parallel, len(arrivals), rng)
+    lengths = _draw_powers(rand.seq_len, len(arrivals), rng)
+    varied: dict[tuple, JobShape] = {}  # one object per distinct shape: profiles are found by the shape's id
+    out = []
+    for i, (arrival_s, model, dataset, iterations, shape) in enumerate(arrivals):
+        changes: dict = {}
+        if only_1f1b:
+            changes.update(pipeline_schedules=(ONE_F_ONE_B,), virtual_stages=1)  # 1F1B runs one chunk per device
+        if degrees is not None:
+            changes["data_parallel"] = degrees[i]
+        if lengths is not None:
+            changes["seq_len"] = lengths[i]
+        key = (id(shape), *changes.values())
+        new = varied.get(key)
+        if new is None:
+            new = varied[key] = dataclasses.replace(shape, **changes)
+        out.append((arrival_s, model, dataset, iterations, new))
+    return out
+
+
+def _draw_powers(bounds: tuple[int, int] | None, size: int, rng: np.random.Generator) -> list[int] | None:
+    """``size`` powers of two drawn uniformly from those in ``bounds`` (None without bounds)."""
+    if bounds is None:
+        return None
+    powers = powers_of_two(bounds)
+    return [powers[k] for k in rng.integers(0, len(powers), size=size).tolist()]
 
 
 def _mean_gap_s(scenario: Scenario, rng: np.random.Generator) -> float:
@@ -274,6 +310,9 @@ def sample_world(scenario: Scenario, rng: np.random.Generator, profile_cache: Mu
     if profile_cache is None:
         profile_cache = {}
     arrivals = _sample_arrivals(scenario, rng)
+    own_shapes = [arrival[4] for arrival in arrivals]
+    if rand.varies_shapes:
+        arrivals = _vary_shapes(rand, arrivals, rng)
     links = _LazyLinkFacts(bandwidth, latency, net.intra_bandwidth_gbps, net.intra_latency_s)
     for _ in range(MAX_GPU_TYPE_DRAWS):
         tflops, memory, busy, idle, efficiency = (
@@ -285,16 +324,28 @@ def sample_world(scenario: Scenario, rng: np.random.Generator, profile_cache: Mu
         )
         # This draw's profiles by model and shape object: the cache's keys (dataclasses, hashed field by field) are
         # then hashed once per profile rather than once per job.
-        drawn: dict[tuple[int, int], _ModelProfile] = {}
+        drawn: dict[tuple[int, int], _ModelProfile | JobDoesNotFit] = {}
+
+        def profile_of(model, shape) -> _ModelProfile | JobDoesNotFit:
+            profile = drawn.get((id(model), id(shape)))
+            if profile is None:
+                try:
+                    profile = _cached_profile(profile_cache, (model, shape, world_key), model, shape, scenario,
+                                              num_gpus, tflops, efficiency, memory, busy, idle, pue, links)
+                except JobDoesNotFit as error:
+                    profile = error
+                drawn[id(model), id(shape)] = profile
+            return profile
+
         try:
             jobs = []
             for job_id, (arrival_s, model, dataset, iterations, shape) in enumerate(arrivals):
-                profile = drawn.get((id(model), id(shape)))
-                if profile is None:
-                    profile = drawn[id(model), id(shape)] = _cached_profile(
-                        profile_cache, (model, shape, world_key), model, shape, scenario, num_gpus, tflops,
-                        efficiency, memory, busy, idle, pue, links,
-                    )
+                profile = profile_of(model, shape)
+                if isinstance(profile, JobDoesNotFit) and shape is not own_shapes[job_id]:
+                    shape = own_shapes[job_id]  # a redrawn shape that cannot run here: the job keeps its class's
+                    profile = profile_of(model, shape)
+                if isinstance(profile, JobDoesNotFit):
+                    raise profile
                 jobs.append(_make_job(job_id, arrival_s, model, dataset, iterations, scenario, shape, profile))
             break
         except JobDoesNotFit:
