@@ -94,7 +94,8 @@ class CandidateScorer(nn.Module):
         rows = features[:, self.context_dim :].reshape(batch, self.num_candidates, ROW_WIDTH)
         paired = torch.cat([rows, context.unsqueeze(1).expand(batch, self.num_candidates, self.context_dim)], dim=2)
         score = self.score(paired).squeeze(-1)
-        valid = rows[:, :, CAND_FEASIBLE] > 0.5
+        # feasible is 1 or 0; VecNormalize's (x − mean) / std keeps 1 above 0 and 0 at or below it, whatever the mean
+        valid = rows[:, :, CAND_FEASIBLE] > 0.0
         any_valid = valid.any(dim=1, keepdim=True)
         masked = score.masked_fill(~valid, float("-inf"))
         best = torch.where(any_valid, masked.max(dim=1, keepdim=True).values, torch.zeros_like(score[:, :1]))

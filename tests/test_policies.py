@@ -146,6 +146,26 @@ def test_wait_competes_with_the_best_launch_not_their_sum():
     assert waits[0] == pytest.approx(1.0 / (1.0 + np.exp(-0.5)), rel=1e-5)
 
 
+def test_valid_launches_are_read_from_normalised_observations_too():
+    """With VecNormalize's observation statistics the feasible column is (x − mean) / std, not 0 or 1: a mean of 0.9
+    and a std of 0.3 (most candidates feasible) put a valid row at 0.33. P(wait) still competes with the best valid
+    score (here 2 for every row): sigmoid(0.5 − 2), not the sigmoid(0.5) of a state with no valid launch."""
+    env = gym.make("GeoPipe-v0").unwrapped
+    obs, info = env.reset(seed=5)
+    policy = _policy(env)
+    with torch.no_grad():
+        policy.action_net.score[-1].weight.zero_()
+        policy.action_net.score[-1].bias.fill_(2.0)
+        policy.action_net.wait.weight.zero_()
+        policy.action_net.wait.bias.fill_(0.5)
+    rows = obs["candidates"].reshape(info["action_mask"].size - 1, -1)
+    rows[:, 0] = (rows[:, 0] - 0.9) / 0.3
+    tensor, _ = policy.obs_to_tensor(obs)
+    with torch.no_grad():
+        probs = policy.get_distribution(tensor, action_masks=info["action_mask"][None]).distribution.probs[0].numpy()
+    assert probs[-1] == pytest.approx(1.0 / (1.0 + np.exp(1.5)), rel=1e-5)
+
+
 def test_a_short_default_run_does_not_collapse_to_waiting(tmp_path):
     """A few thousand steps of the default GeoPipe-v0 hyperparameters give a deterministic agent that launches:
     it waits at under half of the decisions where it could launch, and scores far above waiting throughout."""
