@@ -1,10 +1,14 @@
-"""BACE-Pipe where its paper is silent: each reading of ``placement.BaceReading`` against the project's, measured.
+"""BACE-Pipe where its paper is silent: each reading of ``BaceReading`` against the project's, measured.
 
 The paper fixes BACE-Pipe's three parts but not how they act in worlds unlike its own (hourly prices, mixed GPU
 types, jobs that one region holds, admission that passes every link). Each row here flips one reading, or takes
 the paper's literal reading of all of them (``literal``: price now, price alone, cross-region paths from the
 cheapest start whatever one region holds), and runs BACE-Pipe with it on the same seeds as the project's reading
 (``bace-pipe``) and the four baselines. Episodes run in this process, since the readings are registered here.
+
+The readings are variants of BACE-Pipe's rule written plainly in Python: the specification that the compiled
+``bace-pipe`` is held to, which lives with the tests (``tests/reference_placement.py``, not in the package), so
+this script runs from a checkout of the repository.
 
 Usage::
 
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import pathlib
 import sys
 import time
 
@@ -29,8 +34,10 @@ from geopipe_baselines import make_policy
 from geopipe_baselines.bace import BacePipePolicy
 from geopipe_evaluation.stats import mean_ci
 from geopipe_baselines.policy import play_episode
-from geopipe_env.decision.placement import BaceReading, bace_pipe
 from geopipe_env.decision.strategies import register_strategy, strategy_names
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))  # the specification's rules
+from reference_placement import BaceReading, bace_pipe  # noqa: E402
 
 READINGS: dict[str, BaceReading] = {
     "no single-region first": BaceReading(single_region_first=False),

@@ -16,7 +16,8 @@ to both.
 * A layout table's row, stored from a model taken apart (:func:`timing_parts`, :func:`store_parts`).
 * The observation's hourly price features (:func:`normalise_prices`, :func:`hourly_features`) and the hourly
   series' integrals (:func:`cumulative`, :func:`weighted_integral`).
-* The candidate table: :func:`candidate_row` (each strategy's Python rule, then the selectors over the pool).
+* The candidate table: :func:`candidate_row` (each strategy's Python rule, ``reference_placement``, then the
+  selectors over the pool).
 * The decision backend: :class:`PythonBackend`, every strategy's Python rule timed by the simulator and the
   observation written from the candidates' rows, which the compiled backend (``decision.backends``) must equal.
 """
@@ -31,7 +32,7 @@ import numpy as np
 
 from geopipe_env.simulation.core_types import Job
 from geopipe_env.decision.placement import PlacementContext
-from geopipe_env.decision.strategies import _REGISTRY, BUILT_IN, STRATEGY_NAMES, named_placement
+from geopipe_env.decision.strategies import _REGISTRY, BUILT_IN, STRATEGY_NAMES
 from geopipe_env.decision.placement import _placement
 from geopipe_env.decision.observation import ObservationEncoder
 from geopipe_env.simulation.core_types import CandidateInfo
@@ -56,6 +57,7 @@ from geopipe_env.base.tables import (
     R_FREE_GPU_FRACTION, R_IN_SERVICE, R_LINK_UTILIZATION, R_PRICE_FORECAST, R_PRICE_NOW,
 )
 from geopipe_env.base.units import BITS_PER_BYTE, BITS_PER_GBIT, SECONDS_PER_HOUR
+from reference_placement import named_placement
 
 
 # ---------------------------------------------------------------------------------------- pipeline timing

@@ -162,15 +162,16 @@ def test_literal_reading_grows_a_path_that_one_region_would_hold(tmp_path):
     pathfinder grows to c, although c alone (2 GPUs) holds the job."""
     import functools
 
-    from geopipe_env.decision import placement
+    from geopipe_env.decision.placement import PlacementContext
+    from reference_placement import BaceReading, bace_pipe
 
     env = GeoPipeEnv(_scenario(tmp_path, c_gpus=2))
     env.reset(seed=0)
-    ctx = placement.PlacementContext(env.sim)
+    ctx = PlacementContext(env.sim)
     job = env.world.jobs[1]
-    literal = functools.partial(placement.bace_pipe, reading=placement.BaceReading(single_region_first=False))
+    literal = functools.partial(bace_pipe, reading=BaceReading(single_region_first=False))
     assert literal(ctx, job).regions == (0, 2)
-    assert placement.bace_pipe(ctx, job).regions == (2,)
+    assert bace_pipe(ctx, job).regions == (2,)
 
 
 def test_registered_strategy_becomes_a_candidate_slot(tmp_path, monkeypatch):
@@ -188,4 +189,4 @@ def test_registered_strategy_becomes_a_candidate_slot(tmp_path, monkeypatch):
         env.reset(seed=0)
         assert env.candidate(0, 1).placement.regions == (2,)
     with pytest.raises(ValueError, match="exists already"):
-        strategies.register_strategy("lcf", placement.lcf)
+        strategies.register_strategy("lcf", lambda ctx, job: None)

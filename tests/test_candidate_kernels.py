@@ -92,7 +92,7 @@ def test_compiled_table_equals_python_table_on_random_worlds(seed):
 def test_strategies_without_a_compiled_twin_run_beside_the_compiled_table():
     """A registered strategy has no compiled twin: its column runs its Python rule, the others (BACE-Pipe's ablations
     included) stay compiled, and the whole table equals the Python one."""
-    from geopipe_env.decision.placement import single_region
+    from reference_placement import single_region
     from geopipe_env.decision.strategies import register_strategy, strategy_names
 
     if "test-most-free-region" not in strategy_names():

@@ -4,7 +4,7 @@
 (``bace-pipe`` with its default reading, ``cr-lcf``, ``cr-ldf``, ``lcf``, ``ldf``), the pool of those and every
 single region that holds the job, each pool entry's estimate, cost and carbon, the ``fastest`` /
 ``cheapest`` / ``greenest`` choices among the pool, and BACE-Pipe's two ablations where they are columns: what ``candidate_row`` (its specification, in ``tests/reference.py``) computes from the Python
-rules (``tests/test_candidate_kernels.py`` checks the two against each other, decision for decision). Ties, orders and arithmetic follow the Python code step by step, so the same placements come out and
+rules of ``tests/reference_placement.py`` (``tests/test_candidate_kernels.py`` checks the two against each other, decision for decision). Ties, orders and arithmetic follow the Python code step by step, so the same placements come out and
 the numbers agree to rounding. Every job's timing is read from a :class:`geopipe_env.simulation.layout_table.LayoutTable`;
 a placement whose layout is not stored yet is reported back as a miss for the caller to add.
 """
@@ -62,7 +62,7 @@ def _sort_by(keys: np.ndarray, regions: np.ndarray, count: int) -> None:
 
 @jit
 def _admits(a: int, b: int, spare: np.ndarray, latency: np.ndarray, admit_s: np.ndarray, wan_bytes: float) -> bool:
-    """``placement.comm_fits_compute``: ``d·A·8/B_avail + latency <= t_f + t_b`` on boundary a→b (per message of
+    """``reference_placement.comm_fits_compute`` (the tests' specification): ``d·A·8/B_avail + latency <= t_f + t_b`` on boundary a→b (per message of
     the job's schedule); ``admit_s`` (R,) is the right-hand side per region
     (``placement.admission_per_forward`` × the forward time)."""
     free_bw = min(spare[a, b], spare[b, a])
@@ -76,7 +76,7 @@ def _admits(a: int, b: int, spare: np.ndarray, latency: np.ndarray, admit_s: np.
 def _ever_admitted(capacity: np.ndarray, bandwidth: np.ndarray, latency: np.ndarray, admit_s: np.ndarray,
                    wan_bytes: float, fits: np.ndarray, region_gpus: np.ndarray, stage_gpus: int, needed: int,
                    price: np.ndarray, path: np.ndarray, in_path: np.ndarray) -> bool:
-    """``PlacementContext.ever_admitted``: with every GPU free and every link's line rate spare, some region the job
+    """``reference_placement.ever_admitted``: with every GPU free and every link's line rate spare, some region the job
     fits holds it whole, or BACE-Pipe's pathfinder grows an admissible path from some region."""
     num_regions = capacity.shape[0]
     free = np.zeros(num_regions, dtype=np.int64)
@@ -97,7 +97,7 @@ def _grow_path(start: int, needed: int, free: np.ndarray, bandwidth: np.ndarray,
                latency: np.ndarray, admit_s: np.ndarray, wan_bytes: float, price: np.ndarray, score_kind: int,
                max_free: float, max_bw: float, admissible: bool, both_ends: bool, path: np.ndarray,
                in_path: np.ndarray) -> int:
-    """``placement._grow_path``: the path's length in ``path`` (0 if it cannot hold ``needed`` stages)."""
+    """``reference_placement._grow_path``: the path's length in ``path`` (0 if it cannot hold ``needed`` stages)."""
     num_regions = free.shape[0]
     in_path[:] = False
     path[0] = start
@@ -139,7 +139,7 @@ def _grow_path(start: int, needed: int, free: np.ndarray, bandwidth: np.ndarray,
 @jit
 def _fill_in_order(path: np.ndarray, length: int, free: np.ndarray, needed: int, regions: np.ndarray,
                    stages: np.ndarray) -> int:
-    """``placement._fill_in_order``: the placement's length in ``regions``/``stages`` (0 if none)."""
+    """``reference_placement._fill_in_order``: the placement's length in ``regions``/``stages`` (0 if none)."""
     placed, count = 0, 0
     for i in range(length):
         r = path[i]
@@ -157,7 +157,7 @@ def _fill_in_order(path: np.ndarray, length: int, free: np.ndarray, needed: int,
 @jit
 def _cost_min_allocate(path: np.ndarray, length: int, free: np.ndarray, needed: int, rank: np.ndarray,
                        regions: np.ndarray, stages: np.ndarray, order: np.ndarray) -> int:
-    """``placement.cost_min_allocate``: one stage per path region, the rest in ascending cost; length or 0."""
+    """``reference_placement.cost_min_allocate``: one stage per path region, the rest in ascending cost; length or 0."""
     if length > needed:
         return 0
     for i in range(length):
@@ -180,7 +180,7 @@ def _cost_min_allocate(path: np.ndarray, length: int, free: np.ndarray, needed: 
 
 @jit
 def _best_single(free: np.ndarray, needed: int, keys: np.ndarray) -> int:
-    """``placement.single_region``: the region minimising ``(keys[r], r)`` that holds ``needed`` stages, or -1."""
+    """``reference_placement.single_region``: the region minimising ``(keys[r], r)`` that holds ``needed`` stages, or -1."""
     best = -1
     for r in range(free.shape[0]):
         if free[r] >= needed and (best < 0 or _before(keys[r], r, keys[best], best)):
@@ -205,7 +205,7 @@ def _named(code: int, free: np.ndarray, free_gpus: np.ndarray, needed: int, band
         regions[0], stages[0] = best, needed
         return 1
     if code == BACE_PIPE or code == BACE_PIPE_NO_PATHFINDER or code == BACE_PIPE_NO_COSTMIN:
-        # The pathfinder (placement.bace_pathfinder): the best single region that holds the job, else a path grown
+        # The pathfinder (reference_placement.bace_pathfinder): the best single region that holds the job, else a path grown
         # from each start in order. The no-pathfinder ablation grows by cost rank with no admission test; the
         # no-Cost-Min one orders by free stages and fills its path in order.
         keys = -free.astype(np.float64) if code == BACE_PIPE_NO_COSTMIN else rank

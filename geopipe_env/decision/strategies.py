@@ -1,14 +1,15 @@
 """Layer 5: the candidate strategies, declared once.
 
-Each strategy is a :class:`Strategy`: its name, its Python rule (:mod:`geopipe_env.decision.placement`) and, where it has
-one, its compiled twin's code in :mod:`geopipe_env.decision.candidate_kernels`, registered together here. Three strategies
-are *selectors*: the best of the pooled strategies' placements and of every single region that holds the job, by
-a figure of the candidate (estimated duration, cost or carbon). The candidate table they give in Python
-(``candidate_row`` in ``tests/reference.py``) is the specification ``tests/test_candidate_kernels.py`` holds each
-compiled twin to, decision for decision.
+Each strategy is a :class:`Strategy`: its name and either its compiled code in
+:mod:`geopipe_env.decision.candidate_kernels` (every built-in strategy) or its Python rule (a strategy a user
+registers). Three strategies are *selectors*: the best of the pooled strategies' placements and of every single
+region that holds the job, by a figure of the candidate (estimated duration, cost or carbon). The built-in rules
+written plainly in Python, and the candidate table they give (``tests/reference_placement.py`` and
+``candidate_row`` in ``tests/reference.py``), are the specification ``tests/test_candidate_kernels.py`` holds the
+compiled code to, decision for decision; they do not ship.
 
-A strategy registered without a compiled twin (:func:`register_strategy`) runs in Python beside the compiled table
-of the others (``decision.CompiledBackend``), so it costs only its own time.
+A registered strategy (:func:`register_strategy`) runs in Python beside the compiled table of the others
+(``decision.CompiledBackend``), so it costs only its own time.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from geopipe_env.decision import candidate_kernels as ck
-from geopipe_env.decision import placement as pl
 from geopipe_env.simulation.core_types import CandidateInfo, Job, Placement
 from geopipe_env.decision.placement import PlacementContext
 
@@ -29,8 +29,9 @@ class Strategy(NamedTuple):
 
     Attributes:
         name: its name in ``gym.make(..., strategies=[...])``.
-        rule: the Python rule, ``(PlacementContext, Job) -> Placement | None``; None for a selector.
-        code: its compiled twin's code (``candidate_kernels``), or :data:`NO_TWIN`.
+        rule: a registered strategy's Python rule, ``(PlacementContext, Job) -> Placement | None``; None for a
+            built-in strategy (compiled) and for a selector.
+        code: its compiled code (``candidate_kernels``), or :data:`NO_TWIN` for a registered strategy.
         selects: for a selector, the figure of a candidate it minimises (the lowest pool position wins ties).
         pooled: whether the selectors choose among its placements.
     """
@@ -42,19 +43,19 @@ class Strategy(NamedTuple):
     pooled: bool = False
 
 
-# The built-in strategies. The pooled ones come first, in the order of their compiled codes (the compiled pool's
-# order), then the selectors, then BACE-Pipe's ablations (compiled too, but not pooled and not default slots).
+# The built-in strategies, all compiled. The pooled ones come first, in the order of their codes (the compiled pool's
+# order), then the selectors, then BACE-Pipe's ablations (not pooled and not default slots).
 BUILT_IN: tuple[Strategy, ...] = (
-    Strategy("bace-pipe", pl.bace_pipe, ck.BACE_PIPE, pooled=True),
-    Strategy("cr-lcf", pl.cr_lcf, ck.CR_LCF, pooled=True),
-    Strategy("cr-ldf", pl.cr_ldf, ck.CR_LDF, pooled=True),
-    Strategy("lcf", pl.lcf, ck.LCF, pooled=True),
-    Strategy("ldf", pl.ldf, ck.LDF, pooled=True),
+    Strategy("bace-pipe", None, ck.BACE_PIPE, pooled=True),
+    Strategy("cr-lcf", None, ck.CR_LCF, pooled=True),
+    Strategy("cr-ldf", None, ck.CR_LDF, pooled=True),
+    Strategy("lcf", None, ck.LCF, pooled=True),
+    Strategy("ldf", None, ck.LDF, pooled=True),
     Strategy("fastest", None, ck.FASTEST, selects=lambda c: c.duration_s),
     Strategy("cheapest", None, ck.CHEAPEST, selects=lambda c: c.cost_usd),
     Strategy("greenest", None, ck.GREENEST, selects=lambda c: c.carbon_kg),
-    Strategy("bace-pipe-no-pathfinder", pl.bace_pipe_no_pathfinder, ck.BACE_PIPE_NO_PATHFINDER),
-    Strategy("bace-pipe-no-costmin", pl.bace_pipe_no_costmin, ck.BACE_PIPE_NO_COSTMIN),
+    Strategy("bace-pipe-no-pathfinder", None, ck.BACE_PIPE_NO_PATHFINDER),
+    Strategy("bace-pipe-no-costmin", None, ck.BACE_PIPE_NO_COSTMIN),
 )
 # The default K candidate slots, in slot order: the pooled strategies and the selectors (not the ablations).
 STRATEGY_NAMES: tuple[str, ...] = tuple(s.name for s in BUILT_IN if s.pooled or s.selects is not None)
@@ -95,8 +96,8 @@ def compiled_codes(strategies: Sequence[str]) -> list[int]:
 
 
 def named_placement(ctx: PlacementContext, job: Job, name: str) -> Placement | None:
-    """The placement of ``job`` under the strategy ``name`` (not a selector) at this decision, memoised per job
-    profile: jobs of one profile share it."""
+    """The placement of ``job`` under the registered strategy ``name`` at this decision, memoised per job profile:
+    jobs of one profile share it."""
     key = (job.profile_key, name)
     if key not in ctx.named:
         ctx.named[key] = _REGISTRY[name].rule(ctx, job)
