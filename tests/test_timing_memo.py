@@ -63,9 +63,9 @@ def test_no_pipeline_is_timed_twice_at_one_floor(monkeypatch):
     runs = []
     executor = schedule.timed_total_s
 
-    def counted(*args):
-        runs.append(tuple(np.asarray(a).tobytes() for a in args))
-        return executor(*args)
+    def counted(prog, inputs, floor):
+        runs.append((prog.tobytes(), *(a.tobytes() for a in inputs), floor))
+        return executor(prog, inputs, floor)
 
     monkeypatch.setattr(schedule, "timed_total_s", counted)
     caches.clear_all()

@@ -40,6 +40,10 @@ import numpy as np
 
 from geopipe_env.base.caches import DiskStore, ProcessCache
 from geopipe_env.base.compiled import jit_inline, jit_unchecked
+from geopipe_env.base.tables import (
+    EXECUTOR_INPUT, EXECUTOR_OUTPUT, XI_ACT_F, XI_ACT_W, XI_BUDGET, XI_CHUNK_D, XI_CHUNK_F, XI_CHUNK_W, XI_LINK_LAT,
+    XI_LINK_OF, XI_LINK_WAN, XI_LINK_X, XO_BUSY, XO_END, XO_ORDER, XO_PEAK, XO_START,
+)
 
 # Op kinds.
 F, B, D, W = 0, 1, 2, 3
@@ -428,8 +432,11 @@ def execute(prog: Program, chunk_f: np.ndarray, chunk_d: np.ndarray, chunk_w: np
     n = prog.num_chunks * prog.num_microbatches * (3 if prog.split else 2) // prog.num_pipelines
     order = np.full((n, 4), -1, dtype=np.int64) if record else np.zeros((0, 4), dtype=np.int64)
     start = np.zeros(order.shape[0])
-    total = run_program(prog.packed, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_f, act_w, budget,
-                        busy, end, peak, order, start)
+    inputs = EXECUTOR_INPUT.pack(chunk_f=chunk_f, chunk_d=chunk_d, chunk_w=chunk_w, act_f=act_f, act_w=act_w,
+                                 link_of=link_of, link_x=link_x, link_lat=link_lat,
+                                 link_wan=np.zeros(link_x.shape[0], dtype=np.int64), budget=budget)
+    out = EXECUTOR_OUTPUT.pack(busy=busy, end=end, peak=peak, order=order, start=start)
+    total = run_program(prog.packed, inputs, link_x, out)
     by_device: list[list[tuple[int, int, int]]] = [[] for _ in range(d)]
     starts: dict[tuple[int, int, int], float] = {}
     for (dev, kind, chunk, mb), at in zip(order.tolist(), start.tolist()):
@@ -442,22 +449,28 @@ def execute(prog: Program, chunk_f: np.ndarray, chunk_d: np.ndarray, chunk_w: np
 
 
 @jit_unchecked
-def run_program(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_f, act_w, budget, out_busy, out_end,
-                out_peak, out_order, out_start):
-    """The compiled simulation behind :func:`execute`; returns the iteration time and writes, per device, its busy
-    time, end and peak activation into the ``out_*`` arrays, and (if ``out_order`` has rows) each started op as
-    ``(device, kind, chunk, micro-batch)`` and its start time.
+def run_program(prog, inputs, link_x, out):
+    """The compiled simulation behind :func:`execute`: the packed program ``prog`` on the pipeline ``inputs``
+    (a ``tables.EXECUTOR_INPUT`` record) with each link's message time ``link_x`` (the record's own, or one a
+    bandwidth share puts a floor on); returns the iteration time and writes, per device, its busy time, end and
+    peak activation into the ``out`` record (``tables.EXECUTOR_OUTPUT``), and (if its ``order`` has rows) each
+    started op as ``(device, kind, chunk, micro-batch)`` and its start time.
 
     A program of fixed order whose every link carries the messages of one device only (:func:`_single_senders`)
     runs in one pass over its ops (:func:`_run_fixed`): each link then sends in its device's op order, which is the
     order the event simulation (:func:`_run_events`) would send in, so the two give the same times; the tests
     compare them. Greedy programs, and links two devices share, run the event simulation, whose event queue has a
     fixed capacity: a run that fills it is run again with four times as much."""
+    chunk_f, chunk_d, chunk_w = inputs[XI_CHUNK_F], inputs[XI_CHUNK_D], inputs[XI_CHUNK_W]
+    act_f, act_w, link_of, link_lat = inputs[XI_ACT_F], inputs[XI_ACT_W], inputs[XI_LINK_OF], inputs[XI_LINK_LAT]
+    out_busy, out_end, out_peak, out_order, out_start = (out[XO_BUSY], out[XO_END], out[XO_PEAK], out[XO_ORDER],
+                                                         out[XO_START])
     if prog[_H_GREEDY] == 0 and _single_senders(prog, link_of, link_x.shape[0]):
         return _run_fixed(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_f, act_w, out_busy,
                           out_end, out_peak, out_order, out_start)
-    return _events_in_queue(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_f, act_w, budget, out_busy,
-                            out_end, out_peak, out_order, out_start, 4 * (prog[_H_D] + prog[_H_K]) + 64)
+    return _events_in_queue(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, act_f, act_w,
+                            inputs[XI_BUDGET], out_busy, out_end, out_peak, out_order, out_start,
+                            4 * (prog[_H_D] + prog[_H_K]) + 64)
 
 
 @jit_unchecked
@@ -933,18 +946,19 @@ def link_messages(prog: Program, link_of: np.ndarray, num_links: int) -> np.ndar
 
 
 @jit_unchecked
-def timed_total_s(prog, chunk_f, chunk_d, chunk_w, link_of, link_x, link_lat, link_wan, act_f, act_w, budget,
-                  min_cadence_s):
-    """The iteration time of a program (:func:`run_program`) when every WAN link (``link_wan`` nonzero) sends a
-    message in no less than ``min_cadence_s``: the floor a bandwidth share below the link's line rate puts on it
-    (message bytes ÷ allocated rate)."""
-    x = link_x.copy()
+def timed_total_s(prog, inputs, min_cadence_s):
+    """The iteration time of a program (:func:`run_program`) on the pipeline ``inputs`` (``tables.EXECUTOR_INPUT``)
+    when every WAN link (``link_wan`` nonzero) sends a message in no less than ``min_cadence_s``: the floor a
+    bandwidth share below the link's line rate puts on it (message bytes ÷ allocated rate)."""
+    x = inputs[XI_LINK_X].copy()
+    link_wan = inputs[XI_LINK_WAN]
     for i in range(x.shape[0]):
         if link_wan[i] != 0 and x[i] < min_cadence_s:
             x[i] = min_cadence_s
-    d = budget.shape[0]
-    return run_program(prog, chunk_f, chunk_d, chunk_w, link_of, x, link_lat, act_f, act_w, budget, np.zeros(d),
-                       np.zeros(d), np.zeros(d), np.zeros((0, 4), dtype=np.int64), np.zeros(0))
+    d = inputs[XI_BUDGET].shape[0]
+    # an EXECUTOR_OUTPUT record (busy, end, peak, order, start) that records no op
+    out = (np.zeros(d), np.zeros(d), np.zeros(d), np.zeros((0, 4), dtype=np.int64), np.zeros(0))
+    return run_program(prog, inputs, x, out)
 
 
 # The schedule executor's iteration times the process keeps, oldest first out: every request (schedule
@@ -986,9 +1000,13 @@ class ExecutorModel(NamedTuple):
 
     def _run(self, floor: float) -> float:
         """:func:`timed_total_s` of the model at a cadence floor."""
-        return float(timed_total_s(self.program.packed, self.chunk_f, self.chunk_d, self.chunk_w, self.link_of,
-                                   self.link_x, self.link_lat, self.link_wan, self.act_f, self.act_w, self.budget,
-                                   floor))
+        return float(timed_total_s(self.program.packed, self.inputs(), floor))
+
+    def inputs(self) -> tuple:
+        """The model as the executor takes it: a ``tables.EXECUTOR_INPUT`` record."""
+        return EXECUTOR_INPUT.pack(chunk_f=self.chunk_f, chunk_d=self.chunk_d, chunk_w=self.chunk_w, act_f=self.act_f,
+                                   act_w=self.act_w, link_of=self.link_of, link_x=self.link_x, link_lat=self.link_lat,
+                                   link_wan=self.link_wan, budget=self.budget)
 
     def lower_bound_s(self) -> float:
         """A lower bound on :meth:`total_s` at line rate that costs no simulation: no device runs its ops faster
