@@ -491,11 +491,9 @@ def test_reallocate_equals_its_three_kernels(stale):
         if stale:
             timed_capacity[running[3]] = -1
         if fused:
-            arrays = tables.SIM_ARRAYS.pack(job_f=job_f, job_i=job_i, job_links=job_links, power_w=power_w,
-                                            totals=np.zeros(tables.NUM_TOTALS), series=())
-            written = tables.SIM_REALLOCATION.pack(link_load=load, power=total, kw=kw)
-            peak, count, total_w = sim_kernels.reallocate(running, arrays, capacity.reshape(num_regions, num_regions),
-                                                          0.5, 0, written)
+            peak, count, total_w = sim_kernels.reallocate(running, job_f, job_i, job_links,
+                                                          capacity.reshape(num_regions, num_regions), load, 0.5, 0,
+                                                          power_w, total, kw)
         else:
             peak = network.max_min_rates(running, demand, job_links, num_links, capacity, rates, load, 0.5)
             count = sim_kernels.stale_jobs(running, rates, rates_timed, timed_capacity, 0, out)

@@ -103,45 +103,6 @@ SIM_JOB_INTS = _table(
 )
 JI_NUM_LINKS, JI_TIMED_CAPACITY, JI_STALE = SIM_JOB_INTS.positions("num_links", "timed_capacity", "stale")
 NUM_JOB_FLOATS, NUM_JOB_INTS, NUM_TOTALS = len(SIM_JOB_FLOATS), len(SIM_JOB_INTS), len(SIM_TOTALS)
-SIM_ARRAYS = _table(
-    "record: the simulator's tables, as its kernels take them (built once per simulator; the arrays change in place)",
-    ("job_f", "(SIM_JOB_FLOATS, J) per-job floats"),
-    ("job_i", "(SIM_JOB_INTS, J) per-job ints"),
-    ("job_links", "(J, 2R) each job's directed WAN links, as i·R + j (its first num_links entries)"),
-    ("power_w", "(J, R) each running job's power per region, W"),
-    ("totals", "(SIM_TOTALS,) the running totals"),
-    ("series", "the hourly series: price and carbon intensity, each as (running integral, values)"),
-)
-SA_JOB_F, SA_JOB_I, SA_JOB_LINKS, SA_POWER_W, SA_TOTALS, SA_SERIES = SIM_ARRAYS.positions(
-    "job_f", "job_i", "job_links", "power_w", "totals", "series"
-)
-
-SIM_STEP = _table(
-    "record: one integration step of the simulator (sim_kernels.advance_to_event)",
-    ("now_s", "the clock, s"),
-    ("tick_s", "the next hour tick, s"),
-    ("event_s", "the next arrival or completion, s"),
-    ("limit_s", "how far the step may go, s"),
-    ("allocated_gpus", "the GPUs running jobs hold"),
-    ("jobs_in_system", "the jobs waiting or running"),
-)
-ST_NOW_S, ST_TICK_S, ST_EVENT_S, ST_LIMIT_S, ST_ALLOCATED_GPUS, ST_JOBS_IN_SYSTEM = SIM_STEP.positions(
-    "now_s", "tick_s", "event_s", "limit_s", "allocated_gpus", "jobs_in_system"
-)
-SIM_BILLED = _table(
-    "record: the power billed between two events",
-    ("kw", "(R,) per region, kW"),
-    ("total_w", "its sum, W"),
-)
-SB_KW, SB_TOTAL_W = SIM_BILLED.positions("kw", "total_w")
-SIM_REALLOCATION = _table(
-    "record: what a reallocation writes (sim_kernels.reallocate; fresh arrays)",
-    ("link_load", "(R·R,) each directed link's load, Gbit/s"),
-    ("power", "(R,) the running jobs' power per region, W"),
-    ("kw", "(R,) the same in kW"),
-)
-SR_LINK_LOAD, SR_POWER, SR_KW = SIM_REALLOCATION.positions("link_load", "power", "kw")
-
 # ----------------------------------------------------------------------------------------- the schedule executor
 EXECUTOR_INPUT = _table(
     "record: a pipeline as the schedule executor runs it (physics.schedule.ExecutorModel)",

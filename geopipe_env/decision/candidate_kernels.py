@@ -43,6 +43,19 @@ _BY_PRICE, _BY_FREE_AND_SPARE, _BY_SPARE = range(3)
 
 
 @jit
+def cost_rank(price_prefix: np.ndarray, price_values: np.ndarray, now_s: float, run_s: float,
+              watts_per_tflops: np.ndarray, start_cum: np.ndarray, end_cum: np.ndarray, out: np.ndarray) -> None:
+    """Per region into ``out``, what a unit of a job's GPU work costs there (``PlacementContext.cost_rank``, the
+    order of BACE-Pipe's Cost-Min): the mean electricity price over the job's expected run, ``now_s`` to
+    ``now_s + run_s`` (its running integral's two ends go into ``start_cum`` and ``end_cum``), × the GPUs' facility
+    W per TFLOPS."""
+    cumulative_at(price_prefix, price_values, now_s, start_cum)
+    cumulative_at(price_prefix, price_values, now_s + run_s, end_cum)
+    for r in range(out.shape[0]):
+        out[r] = (end_cum[r] - start_cum[r]) * (SECONDS_PER_HOUR / run_s) * watts_per_tflops[r]
+
+
+@jit
 def _before(key_a: float, a: int, key_b: float, b: int) -> bool:
     """``(key_a, a) < (key_b, b)``: Python's order of ``(key, region)`` tuples."""
     return key_a < key_b or (key_a == key_b and a < b)
@@ -378,11 +391,7 @@ def candidate_table(state, world, jobs, visible, layouts, output, mask) -> tuple
             done[p] = True
             for r in range(num_regions):
                 free_of[p, r] = free_gpus[r] // stage_gpus if ints[P_FITS + r] else 0
-            run_s = job_run_s[job]
-            cumulative_at(price_prefix, price_values, now_s, start_cum)
-            cumulative_at(price_prefix, price_values, now_s + run_s, end_cum)
-            for r in range(num_regions):
-                rank[r] = (end_cum[r] - start_cum[r]) * (SECONDS_PER_HOUR / run_s) * watts_per_tflops[r]
+            cost_rank(price_prefix, price_values, now_s, job_run_s[job], watts_per_tflops, start_cum, end_cum, rank)
             admit_s = profile_f[p, PF_ADMIT_PER_FORWARD] * forward
             admissible = _ever_admitted(capacity, bandwidth, latency, admit_s, wan_bytes, ints[P_FITS:], region_f[4],
                                         stage_gpus, needed, price, path, in_path)

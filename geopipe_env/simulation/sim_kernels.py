@@ -3,9 +3,7 @@
 :class:`~geopipe_env.simulation.simulator.ClusterSim` keeps its per-job state in two tables (``tables.SIM_JOB_FLOATS`` and
 ``tables.SIM_JOB_INTS``) and its totals in one array (``tables.SIM_TOTALS``), which these kernels advance between
 events (progress, energy, cost, carbon, WAN bytes, GPU- and job-seconds) and update when the running set or the
-line rates change (max-min fair rates, the jobs to retime, power per region). The entry points take those arrays
-as one record built once per simulator (``tables.SIM_ARRAYS``), and their other inputs and outputs as records declared
-beside it (``SIM_STEP``, ``SIM_BILLED``, ``SIM_REALLOCATION``).
+line rates change (max-min fair rates, the jobs to retime, power per region).
 """
 
 from __future__ import annotations
@@ -17,32 +15,27 @@ from geopipe_env.physics.energy import cumulative_at
 from geopipe_env.physics.network import max_min_rates
 from geopipe_env.base.tables import (
     CARBON_KG, COST_USD, ENERGY_KWH, GPU_SECONDS, JF_DEMAND, JF_ITERATION, JF_RATE, JF_REMAINING, JF_TIMED_RATE,
-    JF_WAN_BYTES, JI_NUM_LINKS, JI_STALE, JI_TIMED_CAPACITY, JOB_SECONDS, SA_JOB_F, SA_JOB_I, SA_JOB_LINKS, SA_POWER_W,
-    SA_SERIES, SA_TOTALS, SB_KW, SB_TOTAL_W, SR_KW, SR_LINK_LOAD, SR_POWER, ST_ALLOCATED_GPUS, ST_EVENT_S,
-    ST_JOBS_IN_SYSTEM, ST_LIMIT_S, ST_NOW_S, ST_TICK_S, WAN_BYTES,
+    JF_WAN_BYTES, JI_NUM_LINKS, JI_STALE, JI_TIMED_CAPACITY, JOB_SECONDS, WAN_BYTES,
 )
 from geopipe_env.base.units import GRAMS_PER_KG, SECONDS_PER_HOUR, WATTS_PER_KW
 
 
 @jit
-def advance_interval(now_s: float, t_s: float, running: np.ndarray, arrays: tuple, billed: tuple, allocated_gpus: int,
-                     jobs_in_system: int) -> None:
+def advance_interval(now_s: float, t_s: float, running: np.ndarray, job_f: np.ndarray, kw: np.ndarray, total_w: float,
+                     series: tuple, allocated_gpus: int, jobs_in_system: int, totals: np.ndarray) -> None:
     """Integrate ``[now_s, t_s]`` at constant rates and power, as ``ClusterSim.advance_to`` does: each running job
     progresses by ``dt / iteration_s`` iterations and sends ``wan_bytes_per_s · dt``; energy is ``total_w · dt``,
     cost and carbon ``Σ_r kw[r] · ∫ price_r`` (∫ carbon_r), and GPU- and job-seconds grow by the allocated GPUs and
     the jobs in the system times ``dt``.
 
-    ``running`` holds the running jobs' ids in the simulator's order; ``arrays`` is the simulator's
-    ``tables.SIM_ARRAYS`` record: its per-job floats (``JF_*`` rows), its totals, and its hourly ``series``,
-    ``(price prefix_h, price values, carbon prefix_h, carbon values, has_carbon)`` as ``HourlyIntegral`` holds
-    them; ``billed`` is the power (``tables.SIM_BILLED``). The iterations left (``job_f[JF_REMAINING]``) and the
-    totals (indexed by ``ENERGY_KWH`` … ``JOB_SECONDS``) are updated in place. Nothing happens unless ``t_s > now_s``.
+    ``running`` holds the running jobs' ids in the simulator's order, ``job_f`` the simulator's per-job floats
+    (``JF_*`` rows); ``series`` is ``(price prefix_h, price values, carbon prefix_h, carbon values, has_carbon)`` as
+    ``HourlyIntegral`` holds them. The iterations left (``job_f[JF_REMAINING]``) and ``totals`` (indexed by
+    ``ENERGY_KWH`` … ``JOB_SECONDS``) are updated in place. Nothing happens unless ``t_s > now_s``.
     """
     dt = t_s - now_s
     if dt <= 0.0:
         return
-    job_f, totals, series = arrays[SA_JOB_F], arrays[SA_TOTALS], arrays[SA_SERIES]
-    kw, total_w = billed[SB_KW], billed[SB_TOTAL_W]
     remaining_iters, iteration_s, wan_bytes_per_s = job_f[JF_REMAINING], job_f[JF_ITERATION], job_f[JF_WAN_BYTES]
     price_prefix_h, price_values, carbon_prefix_h, carbon_values, has_carbon = series
     num_regions = kw.shape[0]
@@ -72,44 +65,44 @@ def advance_interval(now_s: float, t_s: float, running: np.ndarray, arrays: tupl
 
 
 @jit
-def advance_hours(now_s: float, tick_s: float, stop_s: float, limit_s: float, running: np.ndarray, arrays: tuple,
-                  billed: tuple, allocated_gpus: int, jobs_in_system: int) -> tuple[float, float]:
+def advance_hours(now_s: float, tick_s: float, stop_s: float, limit_s: float, running: np.ndarray, job_f: np.ndarray,
+                  kw: np.ndarray, total_w: float, series: tuple, allocated_gpus: int, jobs_in_system: int,
+                  totals: np.ndarray) -> tuple[float, float]:
     """Run the hour ticks at ``tick_s, tick_s + 1 h, …`` that come before ``stop_s`` and at or before ``limit_s``,
     when nothing but prices and carbon changes at them: each tick is :func:`advance_interval` to its time (as
     ``ClusterSim.step_event`` would take it), then the next tick an hour later. Returns ``(now_s, next tick_s)``.
     """
     while tick_s < stop_s and tick_s <= limit_s:
         if tick_s > now_s:
-            advance_interval(now_s, tick_s, running, arrays, billed, allocated_gpus, jobs_in_system)
+            advance_interval(now_s, tick_s, running, job_f, kw, total_w, series, allocated_gpus, jobs_in_system,
+                             totals)
             now_s = tick_s
         tick_s = now_s + SECONDS_PER_HOUR
     return now_s, tick_s
 
 
 @jit
-def advance_to_event(step: tuple, quiet_hours: bool, running: np.ndarray, arrays: tuple,
-                     billed: tuple) -> tuple[float, float, bool]:
-    """One call for the integration the env does between two events (``step``, a ``tables.SIM_STEP`` record): if
-    ``quiet_hours``, the hour ticks before the next arrival or completion (at ``event_s``) and at or before
-    ``limit_s`` (:func:`advance_hours`, as ``ClusterSim.advance_quiet_hours``); then :func:`advance_interval` to the
-    next event (the heap's or the next tick, whichever is first) if it lies at or before ``limit_s``, else to
-    ``limit_s``.
+def advance_to_event(now_s: float, tick_s: float, event_s: float, limit_s: float, quiet_hours: bool,
+                     running: np.ndarray, job_f: np.ndarray, kw: np.ndarray, total_w: float, series: tuple,
+                     allocated_gpus: int, jobs_in_system: int, totals: np.ndarray) -> tuple[float, float, bool]:
+    """One call for the integration the env does between two events: if ``quiet_hours``, the hour ticks before
+    the next arrival or completion (at ``event_s``) and at or before ``limit_s`` (:func:`advance_hours`, as
+    ``ClusterSim.advance_quiet_hours``); then :func:`advance_interval` to the next event (the heap's or the next
+    tick, whichever is first) if it lies at or before ``limit_s``, else to ``limit_s``.
 
     Returns:
         ``(now_s, tick_s, reached)``: the new clock and next tick, and whether the clock stands at the next event
         (False: it stands at ``limit_s``, before every event).
     """
-    now_s, tick_s, event_s, limit_s = step[ST_NOW_S], step[ST_TICK_S], step[ST_EVENT_S], step[ST_LIMIT_S]
-    allocated_gpus, jobs_in_system = step[ST_ALLOCATED_GPUS], step[ST_JOBS_IN_SYSTEM]
     if quiet_hours and tick_s < event_s and tick_s <= limit_s:
-        now_s, tick_s = advance_hours(now_s, tick_s, event_s, limit_s, running, arrays, billed, allocated_gpus,
-                                      jobs_in_system)
+        now_s, tick_s = advance_hours(now_s, tick_s, event_s, limit_s, running, job_f, kw, total_w, series,
+                                      allocated_gpus, jobs_in_system, totals)
     t_s = min(event_s, tick_s)
     reached = t_s <= limit_s
     if not reached:
         t_s = limit_s
     if t_s > now_s:
-        advance_interval(now_s, t_s, running, arrays, billed, allocated_gpus, jobs_in_system)
+        advance_interval(now_s, t_s, running, job_f, kw, total_w, series, allocated_gpus, jobs_in_system, totals)
         now_s = t_s
     return now_s, tick_s, reached
 
@@ -146,25 +139,36 @@ def stale_jobs(running: np.ndarray, rates: np.ndarray, timed_rate: np.ndarray, t
 
 
 @jit
-def reallocate(running: np.ndarray, arrays: tuple, capacity_gbps: np.ndarray, max_utilization: float,
-               capacity_version: int, out: tuple) -> tuple[float, int, float]:
+def reallocate(
+    running: np.ndarray,
+    job_f: np.ndarray,
+    job_i: np.ndarray,
+    job_links: np.ndarray,
+    capacity_gbps: np.ndarray,
+    link_load_gbps: np.ndarray,
+    max_utilization: float,
+    capacity_version: int,
+    power_w: np.ndarray,
+    total_w: np.ndarray,
+    kw: np.ndarray,
+) -> tuple[float, int, float]:
     """One call for what ``ClusterSim._recompute_rates`` asks of the kernels: :func:`max_min_rates`, then
     :func:`stale_jobs` into ``job_i[JI_STALE]``, then, if no job is stale (so no power row changes),
     :func:`region_power`. The per-job arguments of those are rows of the simulator's tables ``job_f`` and ``job_i``
-    (``JF_*`` and ``JI_*``) in its ``tables.SIM_ARRAYS`` record ``arrays``; ``capacity_gbps`` is (R, R); the link
-    loads and the power go into ``out`` (``tables.SIM_REALLOCATION``).
+    (``JF_*`` and ``JI_*``); ``capacity_gbps`` is (R, R).
 
     Returns:
         ``(max_utilization, stale count, total power W)``; with stale jobs the power is not computed (0.0 and
-        ``out``'s power untouched): the caller retimes them, then calls :func:`region_power`.
+        ``total_w`` untouched): the caller retimes them, then calls :func:`region_power`.
     """
-    job_f, job_i = arrays[SA_JOB_F], arrays[SA_JOB_I]
     max_utilization = max_min_rates(
-        running, job_f[JF_DEMAND], arrays[SA_JOB_LINKS], job_i[JI_NUM_LINKS], capacity_gbps.ravel(), job_f[JF_RATE],
-        out[SR_LINK_LOAD], max_utilization,
+        running, job_f[JF_DEMAND], job_links, job_i[JI_NUM_LINKS], capacity_gbps.ravel(), job_f[JF_RATE],
+        link_load_gbps, max_utilization,
     )
     count = stale_jobs(running, job_f[JF_RATE], job_f[JF_TIMED_RATE], job_i[JI_TIMED_CAPACITY], capacity_version,
                        job_i[JI_STALE])
     if count:
         return max_utilization, count, 0.0
-    return max_utilization, 0, region_power(arrays[SA_POWER_W], running, out[SR_POWER], out[SR_KW])
+    return max_utilization, 0, region_power(power_w, running, total_w, kw)
+
+

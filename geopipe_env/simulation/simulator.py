@@ -26,7 +26,7 @@ from geopipe_env.physics.network import is_stalled
 from geopipe_env.base.tables import (
     CARBON_KG, COST_USD, ENERGY_KWH, GPU_SECONDS, JF_DEMAND, JF_ITERATION, JF_RATE, JF_REMAINING, JF_TIMED_RATE,
     JF_WAN_BYTES, JI_NUM_LINKS, JI_STALE, JI_TIMED_CAPACITY, JOB_SECONDS, NUM_JOB_FLOATS, NUM_JOB_INTS, NUM_TOTALS,
-    SIM_ARRAYS, WAN_BYTES,
+    WAN_BYTES,
 )
 from geopipe_env.base.units import SECONDS_PER_HOUR, WATTS_PER_KW, transfer_time_s
 
@@ -414,8 +414,6 @@ class ClusterSim:
         # The hourly series as sim_kernels.advance_interval reads them.
         self._series = (world.price.prefix_h, world.price.values, world.carbon.prefix_h, world.carbon.values,
                         self._has_carbon)
-        self._arrays = SIM_ARRAYS.pack(job_f=self._job_f, job_i=self._job_i, job_links=self._job_links,
-                                       power_w=self._power_w, totals=self._totals, series=self._series)
         # GPU failures (world.failures; None when nothing fails). Per job: the useful iterations it has left (a
         # failure rolls them back to its last checkpoint), its interruptions, the Run it is on, and the version its
         # next run's completion events start from (a stale completion of an earlier run never matches), and the
@@ -499,8 +497,7 @@ class ClusterSim:
         return min(self._events.peek(), self._tick_s)
 
     def _billed_power(self) -> tuple[np.ndarray, float]:
-        """(R,) billed power per region in kW, and its sum in W (constant between events): a ``tables.SIM_BILLED``
-        record."""
+        """(R,) billed power per region in kW, and its sum in W (constant between events)."""
         if self.world.scenario.bill_idle_capacity:
             power = self.region_power_w + self.free_gpus * self._idle_power_w
             return power / WATTS_PER_KW, float(power.sum())
@@ -510,8 +507,11 @@ class ClusterSim:
         """Integrate progress, energy, cost and carbon from ``now`` to ``t_s`` (no event may lie between)."""
         if t_s <= self.now_s:
             return
-        sim_kernels.advance_interval(self.now_s, t_s, self._running_ids, self._arrays, self._billed_power(),
-                                     self._allocated_gpus, len(self.waiting) + len(self.running))
+        kw, total_w = self._billed_power()
+        sim_kernels.advance_interval(
+            self.now_s, t_s, self._running_ids, self._job_f, kw, total_w, self._series, self._allocated_gpus,
+            len(self.waiting) + len(self.running), self._totals,
+        )
         self.now_s = t_s
 
     def step_event(self) -> bool:
@@ -528,11 +528,12 @@ class ClusterSim:
         """:meth:`advance_quiet_hours` (if ``quiet_hours``), then :meth:`step_event` if the next event lies at or
         before ``limit_s``; otherwise advance to ``limit_s`` and return False. The integration up to the event is
         one compiled call (``sim_kernels.advance_to_event``)."""
+        kw, total_w = self._billed_power()
         quiet_hours = quiet_hours and not self.world.scenario.network.hourly_line_rates
-        step = (self.now_s, self._tick_s, self._events.peek(), limit_s, self._allocated_gpus,
-                len(self.waiting) + len(self.running))  # a tables.SIM_STEP record, its fields in declared order
-        self.now_s, self._tick_s, reached = sim_kernels.advance_to_event(step, quiet_hours, self._running_ids,
-                                                                         self._arrays, self._billed_power())
+        self.now_s, self._tick_s, reached = sim_kernels.advance_to_event(
+            self.now_s, self._tick_s, self._events.peek(), limit_s, quiet_hours, self._running_ids, self._job_f, kw,
+            total_w, self._series, self._allocated_gpus, len(self.waiting) + len(self.running), self._totals,
+        )
         if reached:
             self._process_events_at(self.now_s)
         return reached
@@ -557,9 +558,10 @@ class ClusterSim:
             return
         if self._tick_s > limit_s:
             return
+        kw, total_w = self._billed_power()
         self.now_s, self._tick_s = sim_kernels.advance_hours(
-            self.now_s, self._tick_s, self._events.peek(), limit_s, self._running_ids, self._arrays,
-            self._billed_power(), self._allocated_gpus, len(self.waiting) + len(self.running),
+            self.now_s, self._tick_s, self._events.peek(), limit_s, self._running_ids, self._job_f, kw, total_w,
+            self._series, self._allocated_gpus, len(self.waiting) + len(self.running), self._totals,
         )
 
     def _handle(self, ev: Event) -> bool:
@@ -957,8 +959,8 @@ class ClusterSim:
         power = np.zeros(num_regions)
         kw = np.empty(num_regions)
         self.max_link_utilization, count, total_w = sim_kernels.reallocate(
-            ids, self._arrays, self.capacity_gbps, self.max_link_utilization, self._capacity_version,
-            (link_load, power, kw),  # a tables.SIM_REALLOCATION record
+            ids, self._job_f, self._job_i, self._job_links, self.capacity_gbps, link_load, self.max_link_utilization,
+            self._capacity_version, self._power_w, power, kw,
         )
         self.link_load_gbps = link_load.reshape(num_regions, num_regions)
         if count:
