@@ -175,8 +175,9 @@ def test_literal_reading_grows_a_path_that_one_region_would_hold(tmp_path):
 
 
 def test_registered_strategy_becomes_a_candidate_slot(tmp_path, monkeypatch):
-    """``register_strategy`` adds a strategy the env accepts as a candidate slot, run in Python beside the compiled
-    table of the built-in ones (both backends give it alike); a taken name is refused."""
+    """``register_strategy`` adds a strategy the env accepts as a candidate slot: its Python rule gives the
+    placement and the compiled table describes it as it does the built-in ones (with analytic and with exact
+    timing); a taken name is refused."""
     from geopipe_env.decision import placement, strategies
     from geopipe_env.decision.backends import CompiledBackend
 
@@ -190,3 +191,29 @@ def test_registered_strategy_becomes_a_candidate_slot(tmp_path, monkeypatch):
         assert env.candidate(0, 1).placement.regions == (2,)
     with pytest.raises(ValueError, match="exists already"):
         strategies.register_strategy("lcf", lambda ctx, job: None)
+
+
+def test_a_registered_strategy_describes_like_a_built_in_one(tmp_path, monkeypatch):
+    """A registered rule that gives LCF's placement gets LCF's candidate: the same figures, from the one compiled
+    description."""
+    from geopipe_env.decision import strategies
+    from reference_placement import lcf
+
+    monkeypatch.setattr(strategies, "_REGISTRY", dict(strategies._REGISTRY))
+    strategies.register_strategy("my-lcf", lcf)
+    env = GeoPipeEnv(_scenario(tmp_path, c_gpus=2), strategies=["lcf", "my-lcf", "fastest"])
+    env.reset(seed=0)
+    built_in, registered = env.candidate(0, 0), env.candidate(0, 1)
+    assert built_in is not None and registered == built_in
+
+
+def test_a_registered_strategy_that_oversteps_the_cluster_is_one_clear_error(tmp_path, monkeypatch):
+    """A rule that gives a placement the cluster cannot hold now (here: more stages in region a than its one GPU
+    holds) is refused with one error naming the strategy, not launched."""
+    from geopipe_env.decision import placement, strategies
+
+    monkeypatch.setattr(strategies, "_REGISTRY", dict(strategies._REGISTRY))
+    strategies.register_strategy("too-much-in-a", lambda ctx, job: placement._placement((0,), (job.num_stages,)))
+    env = GeoPipeEnv(_scenario(tmp_path, c_gpus=2), strategies=["lcf", "too-much-in-a"])
+    with pytest.raises(ValueError, match="strategy 'too-much-in-a' gave job 0 a placement the cluster cannot hold"):
+        env.reset(seed=0)

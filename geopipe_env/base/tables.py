@@ -422,15 +422,18 @@ CJ_PROFILE_F, CJ_PROFILE_I, CJ_JOB_I, CJ_JOB_RUN_S, CJ_STRATEGIES = CANDIDATE_JO
     "profile_f", "profile_i", "job_i", "job_run_s", "strategies"
 )
 CANDIDATE_OUTPUT = _table(
-    "record: the candidate table, written by the candidate table's kernel and read by the encoder",
+    "record: the candidate table, written by the candidate table's kernel and read by the encoder (and the "
+    "placements the caller gives it for the columns of registered strategies)",
     ("candidate_of", "(Q, K) the candidate behind each action (−1: masked); rows past the visible jobs' stay −1"),
     ("candidate_f", "(C, CANDIDATE_FLOATS) each candidate's figures"),
     ("candidate_place", "(C, 2R) each candidate's regions then stages"),
     ("candidate_length", "(C,) each candidate's path length"),
     ("misses", "(X, 2R + 2) the layouts the table lacks, or executor layouts to time (LayoutTable.time_requested)"),
+    ("given", "(Q, K, 2R + 1) read: per visible job, the placement its registered strategy's Python rule gives in "
+              "column k (a column of negative code): path length (0: none), regions, stages"),
 )
-CO_CANDIDATE_OF, CO_CANDIDATE_F, CO_CANDIDATE_PLACE, CO_CANDIDATE_LENGTH, CO_MISSES = CANDIDATE_OUTPUT.positions(
-    "candidate_of", "candidate_f", "candidate_place", "candidate_length", "misses"
+CO_CANDIDATE_OF, CO_CANDIDATE_F, CO_CANDIDATE_PLACE, CO_CANDIDATE_LENGTH, CO_MISSES, CO_GIVEN = (
+    CANDIDATE_OUTPUT.positions("candidate_of", "candidate_f", "candidate_place", "candidate_length", "misses", "given")
 )
 ENCODER_EPISODE = _table(
     "record: what the compiled encoder keeps for an episode",

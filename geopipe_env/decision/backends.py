@@ -4,8 +4,9 @@ At each decision the env asks its backend for the candidate table of the visible
 and with which estimated figures), for the placement behind an action, and for the observation, through
 :class:`DecisionBackend`; the env uses the one :func:`make_backend` gives, for every world and timing:
 :class:`CompiledBackend`, the compiled twins of the built-in strategies (``candidate_kernels``), timed from a layout
-table, and the compiled observation encoder. A strategy without a compiled twin (one added with
-``strategies.register_strategy``) runs its Python rule beside it. Worlds whose line rates never change share the
+table, and the compiled observation encoder. A strategy added with ``strategies.register_strategy`` has no
+compiled code: its Python rule gives its placements, which the compiled table then describes as it does the others
+(one description of every candidate, and each given placement checked first: ``ClusterSim.check_placement``). Worlds whose line rates never change share the
 process's table for their timing; a world whose line rates change (background traffic, degraded links) keeps a table
 of its own and empties it when they change. With ``timing="exact"`` every layout is timed in Python through the
 process's timing memo (``LayoutTable(exact=True)``).
@@ -71,8 +72,8 @@ class CompiledBackend:
     """The compiled candidate table and encoder. Per episode it prepares flat arrays once (the episode's job
     profiles, per-job figures and the world's constants); at each decision it calls
     ``candidate_kernels.candidate_table`` (adding the layouts it reports missing to its layout table and calling it
-    again), then runs the strategies without a compiled twin in Python, and keeps the result in
-    preallocated arrays. A :class:`CandidateInfo` is built only when asked for (:meth:`info`)."""
+    again), after running the registered strategies' Python rules, whose placements it describes, and keeps the
+    result in preallocated arrays. A :class:`CandidateInfo` is built only when asked for (:meth:`info`)."""
 
     checked = True
 
@@ -136,11 +137,13 @@ class CompiledBackend:
         self.candidate_place = np.zeros((rows, 2 * num_regions), dtype=np.int64)  # (C, 2R)
         self.candidate_length = np.zeros(rows, dtype=np.int64)  # (C,)
         self._misses = np.zeros((rows, 2 * num_regions + 2), dtype=np.int64)  # (X, 2R + 2)
+        self.given = np.zeros((queue_slots, self.codes.size, 2 * num_regions + 1), dtype=np.int64)  # (Q, K, 2R + 1)
         self._jobs = CANDIDATE_JOBS.pack(profile_f=self.profile_f, profile_i=self.profile_i, job_i=self.job_i,
                                          job_run_s=self.job_run_s, strategies=self.codes)
         self.output = CANDIDATE_OUTPUT.pack(candidate_of=self.candidate_of, candidate_f=self.candidate_f,
                                             candidate_place=self.candidate_place,
-                                            candidate_length=self.candidate_length, misses=self._misses)
+                                            candidate_length=self.candidate_length, misses=self._misses,
+                                            given=self.given)
         self.num_slots = 0  # visible jobs at the last decision
         self._profiles_of: dict | None = None  # the layout table's profile dict that profile_i holds ids of
         self.visible_ids = np.zeros(0, dtype=np.int64)  # their job ids
@@ -160,6 +163,8 @@ class CompiledBackend:
                 self.profile_i[p, P_TABLE_ID] = self.layouts.profile_id(sim.world.jobs[j])
         state = DECISION_STATE.pack(now_s=sim.now_s, free_gpus=sim.free_gpus, capacity=sim.capacity_gbps,
                                     link_load=sim.link_load_gbps)
+        if self.python_columns:
+            self._give_python_placements(visible)
         while True:
             table = self.layouts
             used, num_misses, launches = ck.candidate_table(state, self._world, self._jobs, ids, table.record,
@@ -174,39 +179,33 @@ class CompiledBackend:
                     continue
                 regions, stages = miss[2:2 + length], miss[2 + num_regions:2 + num_regions + length]
                 table.add(sim, sim.world.jobs[self._profile_job[p]], regions, stages)
-        if self.python_columns:
-            launches += self._python_columns(visible, used, mask)
         return launches
 
-    def _python_columns(self, visible: Sequence[int], used: int, mask: np.ndarray) -> int:
-        """Run the strategies without a compiled twin in Python, writing their candidates after the ``used`` rows of
-        the compiled ones; the launches they add."""
+    def _give_python_placements(self, visible: Sequence[int]) -> None:
+        """Run the registered strategies' Python rules for the visible jobs and write their placements into
+        ``given``, which the compiled table describes as it does the built-in ones.
+
+        Raises:
+            ValueError: a rule gave a placement the cluster cannot hold now (``ClusterSim.check_placement``).
+        """
         sim = self.sim
         ctx = PlacementContext(sim)
-        num_strategies, num_regions = self.codes.size, sim.world.num_regions
-        launches = 0
+        given, num_regions = self.given, sim.world.num_regions
         for slot, jid in enumerate(visible):
             job = sim.world.jobs[jid]
             for k, name in self.python_columns:
                 placement = named_placement(ctx, job, name)
-                info = None if placement is None else ctx.describe(job, placement)
-                if info is None:
+                given[slot, k, 0] = 0
+                if placement is None:
                     continue
-                c = used
-                used += 1
-                self.candidate_f[c, [C_ITERATION, C_DURATION, C_COST, C_CARBON, C_RATE, C_DEMAND, C_STALLED,
-                                     C_SCHEDULE]] = (
-                    info.iteration_s, info.duration_s, info.cost_usd, info.carbon_kg, info.rate_gbps, info.demand_gbps,
-                    float(info.stalled), float(info.schedule),
-                )
+                why = sim.check_placement(job, placement)
+                if why is not None:
+                    raise ValueError(f"strategy {name!r} gave job {jid} a placement the cluster cannot hold now "
+                                     f"(regions {placement.regions}, stages {placement.stages}): {why}")
                 length = len(placement.regions)
-                self.candidate_place[c, :length] = placement.regions
-                self.candidate_place[c, num_regions:num_regions + length] = placement.stages
-                self.candidate_length[c] = length
-                self.candidate_of[slot, k] = c
-                mask[slot * num_strategies + k] = True
-                launches += 1
-        return launches
+                given[slot, k, 0] = length
+                given[slot, k, 1:1 + length] = placement.regions
+                given[slot, k, 1 + num_regions:1 + num_regions + length] = placement.stages
 
     def end(self, visible: Sequence[int]) -> None:
         self.num_slots = len(visible)

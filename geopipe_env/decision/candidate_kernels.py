@@ -21,7 +21,7 @@ from geopipe_env.physics.pipeline import MODEL_EXECUTOR, iteration_total_s
 from geopipe_env.base.tables import (
     C_CARBON, C_COST, C_DEMAND, C_DURATION, C_ITERATION, C_RATE, C_STALLED, CAND_BANDWIDTH_SLACK, CAND_CARBON,
     CJ_JOB_I, CJ_JOB_RUN_S, CJ_PROFILE_F, CJ_PROFILE_I, CJ_STRATEGIES, CO_CANDIDATE_F, CO_CANDIDATE_LENGTH,
-    CO_CANDIDATE_OF, CO_CANDIDATE_PLACE, CO_MISSES, CW_CARBON_PREFIX, CW_CARBON_VALUES, CW_LINKS,
+    CO_CANDIDATE_OF, CO_CANDIDATE_PLACE, CO_GIVEN, CO_MISSES, CW_CARBON_PREFIX, CW_CARBON_VALUES, CW_LINKS,
     CW_PRICE_PREFIX, CW_PRICE_VALUES, CW_REGION_F, DS_CAPACITY, DS_FREE_GPUS, DS_LINK_LOAD, DS_NOW_S, LA_ARRAYS,
     LA_INDEX, LA_LAYOUT_F, LA_LAYOUT_I, LA_PLACES,
     CAND_COST, CAND_FEASIBLE, CAND_LOG_DURATION, CAND_LOG_ITERATION_VS_LOCAL, CAND_SCHEDULE, CAND_STALLED,
@@ -310,10 +310,12 @@ def candidate_table(state, world, jobs, visible, layouts, output, mask) -> tuple
             count, GPUs per stage and micro-batches, then its memory fit per region (``tables.PROFILE_INTS``); per
             job, its profile and iterations (``tables.CANDIDATE_JOB_INTS`` rows) and its isolated duration (what
             BACE-Pipe's cost rank spreads the price over); the strategy codes (``BACE_PIPE`` …
-            ``BACE_PIPE_NO_COSTMIN``; a negative code leaves column k to the caller).
+            ``BACE_PIPE_NO_COSTMIN``; a negative code is a registered strategy's column, whose placements the caller
+            gives in ``output``'s ``given``).
         visible (Q',): the visible jobs' ids, in slot order.
         layouts: ``tables.LAYOUT_ARRAYS`` of a :class:`~geopipe_env.simulation.layout_table.LayoutTable`.
-        output: ``tables.CANDIDATE_OUTPUT``, written: the candidate behind each action (−1: masked); each
+        output: ``tables.CANDIDATE_OUTPUT``, read: the placements given for registered strategies' columns;
+            written: the candidate behind each action (−1: masked); each
             candidate's figures (``tables.CANDIDATE_FLOATS``), regions and stages, and path length; the (profile,
             length, regions, stages) of placements whose layout the table lacks, and ``−1 − lay`` (first column)
             for executor layouts to time at the floor their row asks for (``LayoutTable.time_requested``).
@@ -336,7 +338,7 @@ def candidate_table(state, world, jobs, visible, layouts, output, mask) -> tuple
     arrays, places = layouts[LA_ARRAYS], layouts[LA_PLACES]
     candidate_of, candidate_f = output[CO_CANDIDATE_OF], output[CO_CANDIDATE_F]
     candidate_place, candidate_length = output[CO_CANDIDATE_PLACE], output[CO_CANDIDATE_LENGTH]
-    misses = output[CO_MISSES]
+    misses, given = output[CO_MISSES], output[CO_GIVEN]
     num_regions = free_gpus.shape[0]
     num_slots = visible.shape[0]
     bandwidth, latency = links[0], links[1]
@@ -346,7 +348,7 @@ def candidate_table(state, world, jobs, visible, layouts, output, mask) -> tuple
     num_profiles = profile_f.shape[0]
     hour = min(int(max(now_s, 0.0) // SECONDS_PER_HOUR), price_values.shape[1] - 1)
     price = np.ascontiguousarray(price_values[:, hour])
-    pool_size = NUM_NAMED + num_regions + strategies.shape[0]  # the pool, then the ablations' placements
+    pool_size = NUM_NAMED + num_regions + strategies.shape[0]  # the pool, then the columns' own placements
     # Per profile, its free stages and its named placements (computed for the first visible job of the profile,
     # as placement.PlacementContext.named keeps them).
     done = np.zeros(num_profiles, dtype=np.bool_)
@@ -429,15 +431,21 @@ def candidate_table(state, world, jobs, visible, layouts, output, mask) -> tuple
             at, size = _pool_entry(pool_regions, pool_stages, pool_length, size, regions, stages, length)
             if i < NUM_NAMED:
                 named_at[i] = at
-        # The ablations' placements, after the pool (the selectors choose among the pool only).
+        # The ablations' placements and those the caller gives for registered strategies, after the pool (the
+        # selectors choose among the pool only).
         described = size
-        for k in range(num_columns if ablations else 0):
+        for k in range(num_columns):
             column_at[k] = -1
-            length = column_length[p, k]
-            if length == 0:
-                continue
-            column_at[k], described = _pool_entry(pool_regions, pool_stages, pool_length, described,
-                                                  column_regions[p, k], column_stages[p, k], length)
+            code = strategies[k]
+            if code < 0:
+                length = given[slot, k, 0]
+                if length > 0:
+                    column_at[k], described = _pool_entry(pool_regions, pool_stages, pool_length, described,
+                                                          given[slot, k, 1:1 + num_regions],
+                                                          given[slot, k, 1 + num_regions:], length)
+            elif ablations and column_length[p, k] > 0:
+                column_at[k], described = _pool_entry(pool_regions, pool_stages, pool_length, described,
+                                                      column_regions[p, k], column_stages[p, k], column_length[p, k])
         # Describe each entry (placement.PlacementContext.describe).
         for j in range(described):
             pool_candidate[j] = -1
@@ -511,13 +519,11 @@ def candidate_table(state, world, jobs, visible, layouts, output, mask) -> tuple
             continue
         for k in range(strategies.shape[0]):
             code = strategies[k]
-            if code < 0:  # a strategy without a compiled twin: the caller fills its column
-                continue
-            if code < NUM_NAMED:
+            if code >= 0 and code < NUM_NAMED:
                 at = named_at[code]
                 candidate_of[slot, k] = -1 if at < 0 else pool_candidate[at]
                 continue
-            if code == BACE_PIPE_NO_PATHFINDER or code == BACE_PIPE_NO_COSTMIN:
+            if code < 0 or code == BACE_PIPE_NO_PATHFINDER or code == BACE_PIPE_NO_COSTMIN:
                 at = column_at[k]
                 candidate_of[slot, k] = -1 if at < 0 else pool_candidate[at]
                 continue

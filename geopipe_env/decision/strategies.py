@@ -8,8 +8,8 @@ written plainly in Python, and the candidate table they give (``tests/reference_
 ``candidate_row`` in ``tests/reference.py``), are the specification ``tests/test_candidate_kernels.py`` holds the
 compiled code to, decision for decision; they do not ship.
 
-A registered strategy (:func:`register_strategy`) runs in Python beside the compiled table of the others
-(``decision.CompiledBackend``), so it costs only its own time.
+A registered strategy (:func:`register_strategy`) runs its Python rule before the compiled table of the others
+(``decision.CompiledBackend``), which describes its placement as it does theirs, so it costs only its rule's time.
 """
 
 from __future__ import annotations
@@ -82,7 +82,8 @@ def register_strategy(name: str, rule: Callable[[PlacementContext, Job], Placeme
     """Make ``rule`` available as a candidate strategy (``gym.make(..., strategies=[..., name])``).
 
     A rule returns a :class:`Placement` of exactly ``job.num_stages`` stages that the cluster can hold now, or
-    None. It runs in Python beside the compiled table of the other strategies. Registration is per process: a
+    None (a placement it cannot hold stops the env with a ValueError naming the strategy). It runs in Python; the
+    compiled table describes its placement as it does the other strategies'. Registration is per process: a
     worker process must register it too (e.g. when your module is imported).
     """
     if name in _REGISTRY:
