@@ -1,5 +1,6 @@
-"""The speed benchmarks that the docs quote: benchmarks/revisions.py runs the named revision's code, and
-benchmarks/kernel_share.py clocks the kernels and puts them back."""
+"""The speed benchmarks that the docs quote: benchmarks/revisions.py runs the named revision's code,
+benchmarks/kernel_share.py clocks the kernels and puts them back, and benchmarks/greedy_periodicity.py finds periodic
+stretches where there are some."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ import subprocess
 
 import pytest
 
-from benchmarks import kernel_share
+import numpy as np
+
+from benchmarks import greedy_periodicity, kernel_share
+from geopipe_env.physics import schedule
 from benchmarks import revisions
 
 IN_GIT = shutil.which("git") is not None and subprocess.run(
@@ -85,3 +89,24 @@ def test_backends_prints_both_backends_and_their_ratio(capsys):
         backends.main(["--background", "1.5"])
     assert exit_info.value.code == 2
     assert "--background: got 1.5" in capsys.readouterr().err
+
+
+def test_periodicity_finds_the_stretch_of_a_periodic_schedule_and_none_in_an_aperiodic_one():
+    """Start times that repeat with period 2 from micro-batch 4 on are found as a stretch at period 2 (not 1); start
+    times that never repeat give none."""
+    m = 20
+    times = np.full((4, 1, m), np.nan)
+    steps = [1.0, 2.0] * (m // 2)  # period 2: gaps alternate
+    times[0, 0, :] = np.cumsum([0.0, 0.5, 0.9, 0.2] + steps[4:])
+    assert greedy_periodicity.longest_periodic_share(times, 100.0, 1, 1e-9) == 0.0
+    assert greedy_periodicity.longest_periodic_share(times, 100.0, 2, 1e-9) >= 13 / m
+    times[0, 0, :] = np.cumsum(np.arange(1, m + 1) ** 1.5)
+    assert all(greedy_periodicity.longest_periodic_share(times, 100.0, p, 1e-9) == 0.0 for p in range(1, 6))
+
+
+def test_periodicity_runs_and_restores_the_executor(capsys):
+    executor = schedule.timed_total_s
+    assert greedy_periodicity.main(["--decisions", "150", "--sample", "3", "--min-microbatches", "16"]) == 0
+    assert schedule.timed_total_s is executor
+    out = capsys.readouterr().out
+    assert "executor runs in 150 decisions" in out and "best period of 1-16" in out
