@@ -31,11 +31,13 @@ _FACTORIES: dict[str, Callable[[], Policy]] = {
     "rollout-sjf": lambda: _rollout("sjf"),
     # The exact optimum of each episode by branch and bound over env copies (geopipe_baselines.optimal): small worlds only.
     "optimal": lambda: _optimal(),
+    # The same without foreknowledge of arrivals, re-solved at each decision (geopipe_baselines.optimal): small worlds only.
+    "known-jobs-optimal": lambda: _known_jobs_optimal(),
 }
 
 # Each decision plays the episode out on copies of the env (the rollouts), or each episode is solved exactly before
 # it is played (optimal), so these run only when named (docs/policies.md).
-SLOW_REFERENCES = ("rollout", "rollout-sjf", "optimal")
+SLOW_REFERENCES = ("rollout", "rollout-sjf", "optimal", "known-jobs-optimal")
 
 
 ALIASES = {"delay-first": "cr-ldf", "cost-first": "cr-lcf"}  # the paper's family names for the same policies
@@ -51,6 +53,12 @@ def _optimal() -> Policy:
     from geopipe_baselines.optimal import OptimalPolicy
 
     return OptimalPolicy()
+
+
+def _known_jobs_optimal() -> Policy:
+    from geopipe_baselines.optimal import KnownJobsOptimalPolicy
+
+    return KnownJobsOptimalPolicy()
 
 
 def policy_names(include_aliases: bool = True, include_slow: bool = False) -> tuple[str, ...]:

@@ -36,7 +36,8 @@ with ``proven=False``. Worlds beyond :data:`MAX_JOBS` jobs or :data:`MAX_REGIONS
 
 Only the env's public surface is used: ``step``, ``action_masks``, ``candidate``, read-only ``sim`` and ``world``
 attributes, and copies of the env by ``pickle`` (as ``geopipe_baselines.rollout`` makes them) that keep the episode's
-unchanging scenario, world and spaces by reference.
+unchanging scenario, world and spaces by reference; a copy searched without foreknowledge of arrivals
+(:class:`KnownJobsOptimalPolicy`) drops its arrivals still to come (``ClusterSim.drop_arrivals_to_come``).
 """
 
 from __future__ import annotations
@@ -166,7 +167,9 @@ class FutureBound:
     a bound must be.
     """
 
-    def __init__(self, env: GeoPipeEnv) -> None:
+    def __init__(self, env: GeoPipeEnv, unknown_jobs: frozenset[int] = frozenset()) -> None:
+        """``unknown_jobs``: jobs the searched world will never see arrive (``ClusterSim.drop_arrivals_to_come``),
+        which the bound leaves out."""
         world = env.world
         self.t_ref_s, self.c_ref_usd, self.cost_weight = env.t_ref_s, env.c_ref_usd, env.cost_weight
         self.horizon_s = float(env.scenario.horizon_s)
@@ -180,6 +183,8 @@ class FutureBound:
         self.fits = [np.flatnonzero(job.fits) for job in self.jobs]
         self.lb_iteration_s = [job.lower_bound_s / job.iterations for job in self.jobs]
         self.lb_energy_kwh = [job.lower_bound_energy_kwh / job.iterations for job in self.jobs]  # per iteration
+        if unknown_jobs:  # the per-job lists above stay indexed by job id
+            self.jobs = [job for job in self.jobs if job.job_id not in unknown_jobs]
 
     def upper_bound(self, env: GeoPipeEnv) -> float:
         """The most return ``env`` can still earn (0 at the episode's end)."""
@@ -389,11 +394,14 @@ class Search:
         label: names the search in its progress lines (e.g. the seed).
         stop_on_interrupt: on Ctrl-C, end the search and return the best plan so far with ``proven=False``
             (True), or let the ``KeyboardInterrupt`` through after saying where the search stood (False).
+        unknown_jobs: jobs whose arrivals ``env`` has dropped (``ClusterSim.drop_arrivals_to_come``): the bound
+            leaves them out.
     """
 
     def __init__(self, env: GeoPipeEnv, time_limit_s: float | None = None,
                  progress_every_s: float | None = DEFAULT_PROGRESS_EVERY_S, stream: TextIO | None = None,
-                 seed_policies: Iterable[str] = SEED_POLICIES, label: str = "", stop_on_interrupt: bool = True) -> None:
+                 seed_policies: Iterable[str] = SEED_POLICIES, label: str = "", stop_on_interrupt: bool = True,
+                 unknown_jobs: frozenset[int] = frozenset()) -> None:
         self.root = env
         self.time_limit_s = time_limit_s
         self.progress_every_s = progress_every_s
@@ -401,7 +409,7 @@ class Search:
         self.seed_policies = tuple(seed_policies)
         self.label = label
         self.stop_on_interrupt = stop_on_interrupt
-        self.bound = FutureBound(env)
+        self.bound = FutureBound(env, unknown_jobs)
         self.copier = EnvCopier(env)
         self.shapes = job_shapes(env.world.jobs)
         self.seen: dict[tuple, float] = {}
@@ -509,9 +517,12 @@ class Search:
 
 def solve(env: Any, time_limit_s: float | None = None, progress_every_s: float | None = DEFAULT_PROGRESS_EVERY_S,
           stream: TextIO | None = None, seed_policies: Iterable[str] = SEED_POLICIES, label: str = "",
-          stop_on_interrupt: bool = True) -> Solution:
+          stop_on_interrupt: bool = True, known_jobs_only: bool = False) -> Solution:
     """The best plan from ``env``'s current decision (a GeoPipe env or a wrapper of one, reset and not ended); the
-    env is copied, never stepped. The arguments are :class:`Search`'s.
+    env is copied, never stepped. The arguments are :class:`Search`'s; with ``known_jobs_only`` the search is over a
+    copy in which the jobs still to arrive never do (:meth:`ClusterSim.drop_arrivals_to_come`): the best plan for
+    the jobs already here, as a planner without foreknowledge of arrivals would find it (its return counts only
+    those jobs).
 
     Raises:
         WorldTooLarge: the world has more than :data:`MAX_JOBS` jobs or :data:`MAX_REGIONS` regions.
@@ -523,7 +534,12 @@ def solve(env: Any, time_limit_s: float | None = None, progress_every_s: float |
     if core.terminated or core.truncated:
         raise RuntimeError("the episode has ended; reset the env before solving it")
     check_world(core)
-    return Search(core, time_limit_s, progress_every_s, stream, seed_policies, label, stop_on_interrupt).run()
+    unknown: frozenset[int] = frozenset()
+    if known_jobs_only:
+        core = copy_env(core)
+        unknown = core.sim.drop_arrivals_to_come()
+    return Search(core, time_limit_s, progress_every_s, stream, seed_policies, label, stop_on_interrupt,
+                  unknown).run()
 
 
 class OptimalPolicy:
@@ -562,3 +578,36 @@ class OptimalPolicy:
         if not info["action_mask"][action]:
             raise RuntimeError(f"optimal: the plan's action {action} is not valid here; the env is not the one solved")
         return action
+
+
+class KnownJobsOptimalPolicy:
+    """The exact optimum without foreknowledge of arrivals: at each decision it solves the world of the jobs already
+    here (:func:`solve` with ``known_jobs_only``: every job that has arrived, the cluster's state, the prices and the
+    physics exactly, but no job still to come) and plays the first action of that plan. It is a causal policy, as a
+    learned one is, so the gap between it and :class:`OptimalPolicy`, which knows every arrival in advance, is a
+    measure of what foreknowledge is worth; it is not an upper bound on causal policies, which may anticipate
+    arrivals. Slow, and for small worlds only (as :class:`OptimalPolicy`).
+
+    ``stats`` holds the last episode's searches: ``decisions``, ``unproven`` (searches stopped by ``time_limit_s``)
+    and ``wall_s``.
+    """
+
+    def __init__(self, name: str = "known-jobs-optimal", time_limit_s: float | None = None) -> None:
+        self.name = name
+        self.env_kwargs: dict[str, Any] = {}
+        self.time_limit_s = time_limit_s
+        self.stats: dict[str, Any] = {}
+
+    def reset(self, env: Any) -> None:
+        check_world(env)
+        self.stats = {"decisions": 0, "unproven": 0, "wall_s": 0.0}
+        self._env = env.unwrapped
+
+    def act(self, obs: Any, info: dict[str, Any]) -> int:
+        started = time.perf_counter()
+        solution = solve(self._env, self.time_limit_s, progress_every_s=None, stop_on_interrupt=False,
+                         known_jobs_only=True)
+        self.stats["decisions"] += 1
+        self.stats["unproven"] += not solution.proven
+        self.stats["wall_s"] += time.perf_counter() - started
+        return solution.actions[0]

@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=30, help="seeds from --seed-start (default 30)")
     parser.add_argument("--seed-start", type=int, default=DEFAULT_SEED_START)
     parser.add_argument("--policies", nargs="*", default=None,
-                        help="scripted policies (default: every one and rollout; none: the optima alone)")
+                        help="scripted policies (default: every one, rollout and known-jobs-optimal; none: the optima alone)")
     parser.add_argument("--agents", nargs="*", default=None, metavar="PATH",
                         help="saved agents (default: the shipped ones present in agents/pretrained; none: no agent)")
     parser.add_argument("--time-limit", type=float, default=None, metavar="S", help="per search (default: none)")
@@ -285,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
         check_world(probe)
     except (ValueError, gym.error.Error) as exc:  # an unknown env or scenario, a world too large: one line
         parser.error(str(exc))
-    policies = [*policy_names(include_aliases=False), "rollout"] if args.policies is None else args.policies
+    policies = [*policy_names(include_aliases=False), "rollout", "known-jobs-optimal"] if args.policies is None else args.policies
     if args.agents is None:
         agents = [str(PRETRAINED / a) for a in DEFAULT_AGENTS if (PRETRAINED / a).exists()]
     else:

@@ -193,3 +193,41 @@ def test_ctrl_c_returns_the_best_plan_so_far(monkeypatch):
     calls["n"] = 0
     with pytest.raises(KeyboardInterrupt):  # the policy lets Ctrl-C stop the evaluation it runs in
         solve(env, stream=io.StringIO(), stop_on_interrupt=False)
+
+
+@pytest.mark.parametrize(("hourly", "seed"), [(True, 0), (False, 1), (True, 2)])
+def test_known_jobs_solve_equals_brute_force_without_the_arrivals_to_come(hourly, seed):
+    """``solve(known_jobs_only=True)`` is the optimum of the world without the jobs still to arrive (brute force
+    over a copy that drops them): the bound leaves those jobs out. The env itself keeps its arrivals."""
+    env = gym.make("GeoPipe-v0", scenario=tiny_world(hourly))
+    env.reset(seed=seed)
+    core = env.unwrapped
+    known = copy.deepcopy(core)
+    dropped = known.sim.drop_arrivals_to_come()
+    assert dropped and known.sim.next_event_s() >= core.sim.next_event_s()
+    expected = brute_force(copy.deepcopy(known))
+    assert FutureBound(known, dropped).upper_bound(known) >= expected - 1e-9 * abs(expected)  # a bound of this world
+    before = core.sim.next_event_s()
+    solution = solve(env, progress_every_s=None, seed_policies=(), known_jobs_only=True)
+    assert solution.proven
+    assert solution.episode_return == pytest.approx(expected, rel=1e-12, abs=1e-12)
+    assert core.sim.next_event_s() == before
+    for _ in range(20):  # waiting, the env sees the dropped jobs arrive
+        if dropped <= set(core.sim.waiting):
+            break
+        env.step(core.wait_action)
+    assert dropped <= set(core.sim.waiting)
+
+
+def test_known_jobs_optimal_plays_every_job_and_never_beats_the_optimum():
+    """The policy re-solves at each decision without foreknowledge; it finishes every job of the episode (those
+    that arrive later too) and earns no more than the optimum."""
+    seed = QUICK_SEEDS[0]
+    env = gym.make(SMALL)
+    policy = make_policy("known-jobs-optimal")
+    total, info = play_episode(env, policy, seed)
+    assert info["episode_metrics"]["jobs_completed"] == len(env.unwrapped.world.jobs)
+    assert policy.stats["decisions"] >= 2 and policy.stats["unproven"] == 0
+    best = gym.make(SMALL)
+    best.reset(seed=seed)
+    assert total <= solve(best, progress_every_s=None).episode_return + 1e-9 * abs(total)

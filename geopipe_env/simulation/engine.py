@@ -75,3 +75,11 @@ class EventQueue:
     def pop(self) -> tuple[float, Event]:
         time_s, _, _, event = heapq.heappop(self._heap)
         return time_s, event
+
+    def remove(self, kind: EventKind) -> list[Event]:
+        """Take every event of ``kind`` out of the queue (the others keep their order); the events taken."""
+        taken = [entry[3] for entry in self._heap if entry[3].kind == kind]
+        if taken:
+            self._heap = [entry for entry in self._heap if entry[3].kind != kind]
+            heapq.heapify(self._heap)
+        return taken

@@ -496,6 +496,14 @@ class ClusterSim:
     def next_event_s(self) -> float:
         return min(self._events.peek(), self._tick_s)
 
+    def drop_arrivals_to_come(self) -> frozenset[int]:
+        """Remove the arrivals still to come and return their jobs' ids: the world as a planner that knows only the
+        jobs already here sees it. For a copy that such a planner searches (``geopipe_baselines.optimal``), never for
+        the simulator an env is playing: those jobs then never arrive, and the episode ends without them."""
+        dropped = frozenset(event.job_id for event in self._events.remove(_ARRIVAL))
+        self._pending -= len(dropped)
+        return dropped
+
     def _billed_power(self) -> tuple[np.ndarray, float]:
         """(R,) billed power per region in kW, and its sum in W (constant between events)."""
         if self.world.scenario.bill_idle_capacity:
