@@ -94,9 +94,9 @@ def test_rollout_satisfies_the_protocol_and_is_named_by_its_base(name, base):
 
 
 def test_rollout_is_out_of_the_default_policy_lists():
-    """make_policy knows the slow references (the rollouts and the exact optimum), but the default lists
-    (evaluate.py's default, ...) leave them out."""
-    assert set(SLOW_REFERENCES) == {"rollout", "rollout-sjf", "optimal"}
+    """make_policy knows the slow references (the rollouts and the exact optimum, with and without foreknowledge of
+    arrivals), but the default lists (evaluate.py's default, ...) leave them out."""
+    assert set(SLOW_REFERENCES) == {"rollout", "rollout-sjf", "optimal", "known-jobs-optimal"}
     assert not set(SLOW_REFERENCES) & (set(policy_names()) | set(policy_names(include_aliases=False)))
     assert set(SLOW_REFERENCES) <= set(policy_names(include_slow=True))
     assert not set(SLOW_REFERENCES) & set(default_policy_specs()[0])
