@@ -597,6 +597,7 @@ class KnownJobsOptimalPolicy:
         self.env_kwargs: dict[str, Any] = {}
         self.time_limit_s = time_limit_s
         self.stats: dict[str, Any] = {}
+        self._env: GeoPipeEnv | None = None
 
     def reset(self, env: Any) -> None:
         check_world(env)
@@ -604,6 +605,8 @@ class KnownJobsOptimalPolicy:
         self._env = env.unwrapped
 
     def act(self, obs: Any, info: dict[str, Any]) -> int:
+        if self._env is None:
+            raise RuntimeError("known-jobs-optimal: reset the policy with its env before it acts")
         started = time.perf_counter()
         solution = solve(self._env, self.time_limit_s, progress_every_s=None, stop_on_interrupt=False,
                          known_jobs_only=True)
