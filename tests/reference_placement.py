@@ -66,7 +66,7 @@ def ever_admitted(ctx: PlacementContext, job: Job, forward_only: bool = False) -
 
 class _Idle:
     """The world of a :class:`PlacementContext` with nothing running: every GPU free and every link's line rate
-    spare (what :meth:`PlacementContext.ever_admitted` grows paths in)."""
+    spare (what :func:`ever_admitted` grows paths in)."""
 
     def __init__(self, ctx: PlacementContext) -> None:
         self._ctx = ctx

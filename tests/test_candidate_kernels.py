@@ -89,9 +89,10 @@ def test_compiled_table_equals_python_table_on_random_worlds(seed):
     walk(env, seed, 60)
 
 
-def test_strategies_without_a_compiled_twin_run_beside_the_compiled_table():
-    """A registered strategy has no compiled twin: its column runs its Python rule, the others (BACE-Pipe's ablations
-    included) stay compiled, and the whole table equals the Python one."""
+def test_registered_strategies_give_placements_that_the_compiled_table_describes():
+    """A registered strategy has no compiled code: its Python rule gives its column's placements, which the compiled
+    table describes; the others (BACE-Pipe's ablations included) stay compiled, and the whole table equals the
+    Python one."""
     from reference_placement import single_region
     from geopipe_env.decision.strategies import register_strategy, strategy_names
 

@@ -1,12 +1,15 @@
-"""Layer 5: the compiled twins of the built-in strategies, and the candidate table they give.
+"""Layer 5: the built-in strategies, compiled, and the candidate table they give.
 
 :func:`candidate_table` computes, for every visible job, the placements of the five named strategies
 (``bace-pipe`` with its default reading, ``cr-lcf``, ``cr-ldf``, ``lcf``, ``ldf``), the pool of those and every
-single region that holds the job, each pool entry's estimate, cost and carbon, the ``fastest`` /
-``cheapest`` / ``greenest`` choices among the pool, and BACE-Pipe's two ablations where they are columns: what ``candidate_row`` (its specification, in ``tests/reference.py``) computes from the Python
-rules of ``tests/reference_placement.py`` (``tests/test_candidate_kernels.py`` checks the two against each other, decision for decision). Ties, orders and arithmetic follow the Python code step by step, so the same placements come out and
-the numbers agree to rounding. Every job's timing is read from a :class:`geopipe_env.simulation.layout_table.LayoutTable`;
-a placement whose layout is not stored yet is reported back as a miss for the caller to add.
+single region that holds the job, each pool entry's estimate, cost and carbon, the ``fastest`` / ``cheapest`` /
+``greenest`` choices among the pool, BACE-Pipe's two ablations where they are columns, and the placements that
+registered strategies' Python rules give. Its specification is ``candidate_row`` in ``tests/reference.py``, from
+the Python rules of ``tests/reference_placement.py``; ``tests/test_candidate_kernels.py`` checks the two against
+each other, decision for decision. Ties, orders and arithmetic follow the Python code step by step, so the same
+placements come out and the numbers agree to rounding. Every job's timing is read from a
+:class:`geopipe_env.simulation.layout_table.LayoutTable`; a placement whose layout is not stored yet is reported
+back as a miss for the caller to add.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from geopipe_env.base.units import GRAMS_PER_KG, SECONDS_PER_HOUR, WATTS_PER_KW,
 
 # Strategy codes (``strategies.BUILT_IN`` binds them to names): the named strategies, which make the pool in this
 # order, then the selectors, then BACE-Pipe's two ablations (named, not pooled). A negative code
-# (``strategies.NO_TWIN``) is a strategy this kernel leaves to Python.
+# (``strategies.NO_TWIN``) is a registered strategy, whose placements its Python rule gives the kernel.
 BACE_PIPE, CR_LCF, CR_LDF, LCF, LDF, FASTEST, CHEAPEST, GREENEST, BACE_PIPE_NO_PATHFINDER, BACE_PIPE_NO_COSTMIN = range(10)
 NUM_NAMED = 5
 # Path growth scores: minus the new region's key, the price (cr-lcf) or the cost rank (bace-pipe-no-pathfinder);
@@ -75,9 +78,9 @@ def _sort_by(keys: np.ndarray, regions: np.ndarray, count: int) -> None:
 
 @jit
 def _admits(a: int, b: int, spare: np.ndarray, latency: np.ndarray, admit_s: np.ndarray, wan_bytes: float) -> bool:
-    """``reference_placement.comm_fits_compute`` (the tests' specification): ``d·A·8/B_avail + latency <= t_f + t_b`` on boundary a→b (per message of
-    the job's schedule); ``admit_s`` (R,) is the right-hand side per region
-    (``placement.admission_per_forward`` × the forward time)."""
+    """BACE-Pipe's admission test (``reference_placement.comm_fits_compute``, the tests' specification):
+    ``d·A·8/B_avail + latency <= t_f + t_b`` on boundary a→b, per message of the job's schedule; ``admit_s`` (R,) is
+    the right-hand side per region (``placement.admission_per_forward`` × the forward time)."""
     free_bw = min(spare[a, b], spare[b, a])
     if free_bw <= 0.0:
         return False
@@ -89,8 +92,8 @@ def _admits(a: int, b: int, spare: np.ndarray, latency: np.ndarray, admit_s: np.
 def _ever_admitted(capacity: np.ndarray, bandwidth: np.ndarray, latency: np.ndarray, admit_s: np.ndarray,
                    wan_bytes: float, fits: np.ndarray, region_gpus: np.ndarray, stage_gpus: int, needed: int,
                    price: np.ndarray, path: np.ndarray, in_path: np.ndarray) -> bool:
-    """``reference_placement.ever_admitted``: with every GPU free and every link's line rate spare, some region the job
-    fits holds it whole, or BACE-Pipe's pathfinder grows an admissible path from some region."""
+    """``reference_placement.ever_admitted``: with every GPU free and every link's line rate spare, some region the
+    job fits holds it whole, or BACE-Pipe's pathfinder grows an admissible path from some region."""
     num_regions = capacity.shape[0]
     free = np.zeros(num_regions, dtype=np.int64)
     for r in range(num_regions):
@@ -193,7 +196,8 @@ def _cost_min_allocate(path: np.ndarray, length: int, free: np.ndarray, needed: 
 
 @jit
 def _best_single(free: np.ndarray, needed: int, keys: np.ndarray) -> int:
-    """``reference_placement.single_region``: the region minimising ``(keys[r], r)`` that holds ``needed`` stages, or -1."""
+    """``reference_placement.single_region``: the region minimising ``(keys[r], r)`` that holds ``needed`` stages,
+    or -1."""
     best = -1
     for r in range(free.shape[0]):
         if free[r] >= needed and (best < 0 or _before(keys[r], r, keys[best], best)):
@@ -218,8 +222,8 @@ def _named(code: int, free: np.ndarray, free_gpus: np.ndarray, needed: int, band
         regions[0], stages[0] = best, needed
         return 1
     if code == BACE_PIPE or code == BACE_PIPE_NO_PATHFINDER or code == BACE_PIPE_NO_COSTMIN:
-        # The pathfinder (reference_placement.bace_pathfinder): the best single region that holds the job, else a path grown
-        # from each start in order. The no-pathfinder ablation grows by cost rank with no admission test; the
+        # The pathfinder (reference_placement.bace_pathfinder): the best single region that holds the job, else a path
+        # grown from each start in order. The no-pathfinder ablation grows by cost rank with no admission test; the
         # no-Cost-Min one orders by free stages and fills its path in order.
         keys = -free.astype(np.float64) if code == BACE_PIPE_NO_COSTMIN else rank
         best = _best_single(free, needed, keys)
@@ -350,7 +354,7 @@ def candidate_table(state, world, jobs, visible, layouts, output, mask) -> tuple
     price = np.ascontiguousarray(price_values[:, hour])
     pool_size = NUM_NAMED + num_regions + strategies.shape[0]  # the pool, then the columns' own placements
     # Per profile, its free stages and its named placements (computed for the first visible job of the profile,
-    # as placement.PlacementContext.named keeps them).
+    # as PlacementContext.named keeps them for the specification).
     done = np.zeros(num_profiles, dtype=np.bool_)
     free_of = np.zeros((num_profiles, num_regions), dtype=np.int64)
     named_regions = np.zeros((num_profiles, NUM_NAMED, num_regions), dtype=np.int64)

@@ -21,7 +21,7 @@ from geopipe_env.decision import candidate_kernels as ck
 from geopipe_env.simulation.core_types import CandidateInfo, Job, Placement
 from geopipe_env.decision.placement import PlacementContext
 
-NO_TWIN = -1  # the code of a strategy with no compiled twin
+NO_TWIN = -1  # the code of a registered strategy (a Python rule, no compiled code)
 
 
 class Strategy(NamedTuple):
