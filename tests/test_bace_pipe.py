@@ -209,11 +209,15 @@ def test_a_registered_strategy_describes_like_a_built_in_one(tmp_path, monkeypat
 
 def test_a_registered_strategy_that_oversteps_the_cluster_is_one_clear_error(tmp_path, monkeypatch):
     """A rule that gives a placement the cluster cannot hold now (here: more stages in region a than its one GPU
-    holds) is refused with one error naming the strategy, not launched."""
+    holds), or something that is not a placement, is refused with one error naming the strategy, not launched."""
     from geopipe_env.decision import placement, strategies
 
     monkeypatch.setattr(strategies, "_REGISTRY", dict(strategies._REGISTRY))
     strategies.register_strategy("too-much-in-a", lambda ctx, job: placement._placement((0,), (job.num_stages,)))
     env = GeoPipeEnv(_scenario(tmp_path, c_gpus=2), strategies=["lcf", "too-much-in-a"])
     with pytest.raises(ValueError, match="strategy 'too-much-in-a' gave job 0 a placement the cluster cannot hold"):
+        env.reset(seed=0)
+    strategies.register_strategy("not-a-placement", lambda ctx, job: ((2,), (job.num_stages,)))
+    env = GeoPipeEnv(_scenario(tmp_path, c_gpus=2), strategies=["lcf", "not-a-placement"])
+    with pytest.raises(ValueError, match="strategy 'not-a-placement' gave job 0 .*expected a Placement or None"):
         env.reset(seed=0)

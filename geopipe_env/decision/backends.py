@@ -186,7 +186,8 @@ class CompiledBackend:
         ``given``, which the compiled table describes as it does the built-in ones.
 
         Raises:
-            ValueError: a rule gave a placement the cluster cannot hold now (``ClusterSim.check_placement``).
+            ValueError: a rule gave something other than a Placement or None, or a placement the cluster cannot hold
+                now (``ClusterSim.check_placement``).
         """
         sim = self.sim
         ctx = PlacementContext(sim)
@@ -198,6 +199,8 @@ class CompiledBackend:
                 given[slot, k, 0] = 0
                 if placement is None:
                     continue
+                if not isinstance(placement, Placement):
+                    raise ValueError(f"strategy {name!r} gave job {jid} {placement!r}; expected a Placement or None")
                 why = sim.check_placement(job, placement)
                 if why is not None:
                     raise ValueError(f"strategy {name!r} gave job {jid} a placement the cluster cannot hold now "
