@@ -1,7 +1,7 @@
 """Do the flagship's greedy schedules settle into a periodic regime that could be extrapolated?
 
-Plays masked-random decisions of an env, records every schedule-executor run it asks for (the packed program, the
-pipeline's arrays and the cadence floor), draws a sample of the greedy runs of ``--min-microbatches`` or more, runs
+Plays masked-random decisions of an env, records every schedule-executor run it asks for (the pipeline's model and
+the cadence floor), draws a sample of the greedy runs of ``--min-microbatches`` or more, runs
 each again with every op's start time recorded, and measures, for each period p of 1 to ``--max-period``
 micro-batches, the longest stretch of micro-batches over which op start times repeat with period p: micro-batch
 j + p starts each of its ops a fixed time after micro-batch j does, the same for consecutive j (to ``--tolerance``
@@ -26,25 +26,21 @@ import numpy as np
 
 import geopipe_env  # noqa: F401  (registers the env ids)
 from geopipe_env.base import caches
-from geopipe_env.base.tables import XI_LINK_WAN, XI_LINK_X
 from geopipe_env.physics import schedule
 
-# Where the packed program keeps its device count, chunk count, micro-batches and greedy flag.
-_D, _K, _M, _GREEDY = 0, 1, 2, 5
 
-
-def record_runs(env_id: str, decisions: int, seed: int) -> list[tuple[np.ndarray, tuple, float]]:
-    """Every executor run ``decisions`` masked-random decisions of ``env_id`` ask for, from empty caches: (program,
-    inputs, floor)."""
+def record_runs(env_id: str, decisions: int, seed: int) -> list[tuple[schedule.ExecutorModel, float]]:
+    """Every executor run ``decisions`` masked-random decisions of ``env_id`` ask for, from empty caches: (the
+    pipeline's model, the cadence floor)."""
     caches.clear_all()
-    runs: list[tuple[np.ndarray, tuple, float]] = []
-    executor = schedule.timed_total_s
+    runs: list[tuple[schedule.ExecutorModel, float]] = []
+    run = schedule.ExecutorModel._run
 
-    def recorded(prog, inputs, floor):
-        runs.append((np.array(prog), tuple(np.array(a) for a in inputs), float(floor)))
-        return executor(prog, inputs, floor)
+    def recorded(model, floor):
+        runs.append((model, float(floor)))
+        return run(model, floor)
 
-    schedule.timed_total_s = recorded
+    schedule.ExecutorModel._run = recorded
     try:
         env = gym.make(env_id)
         rng = np.random.default_rng(seed)
@@ -56,24 +52,19 @@ def record_runs(env_id: str, decisions: int, seed: int) -> list[tuple[np.ndarray
                 episode += 1
                 _, info = env.reset(seed=episode)
     finally:
-        schedule.timed_total_s = executor
+        schedule.ExecutorModel._run = run
     return runs
 
 
-def start_times(prog: np.ndarray, inputs: tuple, floor: float) -> tuple[np.ndarray, float]:
-    """(4, K, M) each op's start time (NaN for op kinds the program lacks) and the iteration time."""
-    num_devices, num_chunks, m = int(prog[_D]), int(prog[_K]), int(prog[_M])
-    x = inputs[XI_LINK_X]
-    x = np.where((inputs[XI_LINK_WAN] != 0) & (x < floor), floor, x)
-    n = 3 * num_chunks * m
-    order = np.full((n, 4), -1, dtype=np.int64)
-    start = np.zeros(n)
-    out = (np.zeros(num_devices), np.zeros(num_devices), np.zeros(num_devices), order, start)  # EXECUTOR_OUTPUT
-    total = schedule.run_program(prog, inputs, x, out)
-    ran = order[:, 0] >= 0
-    times = np.full((4, num_chunks, m), np.nan)
-    times[order[ran, 1], order[ran, 2], order[ran, 3]] = start[ran]
-    return times, float(total)
+def start_times(model: schedule.ExecutorModel, floor: float) -> tuple[np.ndarray, float]:
+    """(4, K, M) each op's start time at the cadence floor (NaN for op kinds the program lacks) and the iteration
+    time."""
+    result = model.execute(floor, record=True)
+    prog = model.program
+    times = np.full((4, prog.num_chunks, prog.num_microbatches), np.nan)
+    for (kind, chunk, mb), at in result.starts.items():
+        times[kind, chunk, mb] = at
+    return times, result.total_s
 
 
 def longest_periodic_share(times: np.ndarray, total: float, period: int, tolerance: float) -> float:
@@ -102,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.decisions < 1 or args.sample < 1 or args.max_period < 1 or args.min_microbatches < 3:
         parser.error("--decisions, --sample and --max-period must be >= 1, --min-microbatches >= 3")
     runs = record_runs(args.env, args.decisions, args.seed)
-    greedy = [r for r in runs if r[0][_GREEDY] == 1 and r[0][_M] >= args.min_microbatches]
+    greedy = [r for r in runs if r[0].program.greedy and r[0].program.num_microbatches >= args.min_microbatches]
     if not greedy:
         print(f"{args.env}: none of the {len(runs)} executor runs is greedy with >= {args.min_microbatches} "
               "micro-batches")
@@ -110,8 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     rng = np.random.default_rng(args.seed)
     picked = [greedy[i] for i in rng.choice(len(greedy), size=min(args.sample, len(greedy)), replace=False)]
     first, best = [], []
-    for prog, inputs, floor in picked:
-        times, total = start_times(prog, inputs, floor)
+    for model, floor in picked:
+        times, total = start_times(model, floor)
         shares = [longest_periodic_share(times, total, p, args.tolerance)
                   for p in range(1, args.max_period + 1) if 2 * p < times.shape[2]]
         first.append(shares[0])

@@ -36,7 +36,7 @@ from geopipe_env.base.caches import ProcessCache
 from geopipe_env.decision.candidate_kernels import cost_rank
 from geopipe_env.simulation.core_types import CandidateInfo, Job, Placement
 from geopipe_env.simulation.simulator import ClusterSim
-from geopipe_env.base.units import GRAMS_PER_KG, SECONDS_PER_HOUR, WATTS_PER_KW
+from geopipe_env.base.units import GRAMS_PER_KG, WATTS_PER_KW
 
 
 class PlacementContext:
@@ -93,15 +93,13 @@ class PlacementContext:
         rank = self._cost_ranks.get(key)
         if rank is None:
             w, now = self.sim.world, self.sim.now_s
-            if over_run and per_unit_work:  # the built-in reading: the compiled table's formula
+            weight = self._watts_per_tflops if per_unit_work else np.ones(w.num_regions)
+            if over_run:  # the compiled table's formula (candidate_kernels.cost_rank), the one definition
                 out, start, end = np.empty(w.num_regions), np.empty(w.num_regions), np.empty(w.num_regions)
-                cost_rank(w.price.prefix_h, w.price.values, now, job.isolated_duration_s, self._watts_per_tflops,
-                          start, end, out)
+                cost_rank(w.price.prefix_h, w.price.values, now, job.isolated_duration_s, weight, start, end, out)
                 rank = out.tolist()
             else:
-                run_s = job.isolated_duration_s
-                price = w.price.integral(now, now + run_s) * (SECONDS_PER_HOUR / run_s) if over_run else w.price.at(now)
-                rank = (price * self._watts_per_tflops if per_unit_work else price).tolist()
+                rank = (w.price.at(now) * weight).tolist()
             self._cost_ranks[key] = rank
         return rank
 
