@@ -143,6 +143,17 @@ def test_stage_memory_closed_form() -> None:
     assert got == pytest.approx(few, rel=EXACT_REL_TOL)
 
 
+def test_optimizer_state_precision_changes_only_the_sharded_state() -> None:
+    """bf16 optimizer state keeps 4 bytes per parameter where fp32 keeps 12, both sharded over d·c: the difference
+    is 8·P/S/(d·c) per GPU group, held by each of the c context-parallel ranks of the stage (summed over them)."""
+    for d, c in ((1, 1), (2, 1), (4, 2)):
+        args = (PARAMS, LAYERS, HIDDEN, 8, MICRO_BATCH, SEQ_LEN, 32, ONE_F_ONE_B, d, 1, c)
+        fp32 = pipeline.stage_memory_bytes(*args)
+        bf16 = pipeline.stage_memory_bytes(*args, optimizer_state="bf16")
+        assert fp32 - bf16 == pytest.approx(c * 8.0 * PARAMS / 8 / (d * c), rel=EXACT_REL_TOL)
+    assert pipeline.OPTIMIZER_STATE_BYTES_PER_PARAM["fp32"] + pipeline.WEIGHT_AND_GRADIENT_BYTES_PER_PARAM == 16.0
+
+
 def test_fits_memory_threshold() -> None:
     """A stage fits when its bytes per GPU are at most 90% of the GPU memory."""
     usable = 0.9 * 48.0 * 1e9

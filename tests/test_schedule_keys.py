@@ -49,6 +49,7 @@ def one_job(**workload):
     ({"pipeline_schedule": "zbv", "pipeline_schedules": ["zbv"]}, "workload.pipeline_schedules", "together"),
     ({"context_parallel": 0}, "workload.context_parallel", ">= 1"),
     ({"recompute": "yes"}, "workload.recompute", "true or false"),
+    ({"optimizer_state": "fp16"}, "workload.optimizer_state", "bf16"),
 ])
 def test_a_shape_no_schedule_can_run_is_one_line_naming_the_key(workload, key, words):
     with pytest.raises(ScenarioError) as error:
@@ -225,3 +226,20 @@ def test_episode_metrics_count_cross_region_gpu_hours_and_unfinished_jobs():
     in_system = [env.sim.finish_s[j.job_id] - j.arrival_s for j in jobs]
     assert m["avg_time_in_system_h"] == pytest.approx(np.mean(in_system) / 3600, rel=1e-12)
     assert m["avg_time_in_system_h"] == pytest.approx(m["avg_jct_h"], rel=1e-12)
+
+
+def test_a_bf16_optimizer_state_admits_a_shape_an_fp32_state_does_not():
+    """The state is (4 + o/(d·c))·P/S: o = 12 bytes per parameter with fp32 state, 4 with bf16. GPT-3 175B on 4
+    stages of TP 8 with one replica needs 16·175e9/4/8 = 87.5 GB of state per GPU (more than 72 usable) with fp32
+    state and 8·175e9/4/8 = 43.75 GB with bf16; the world's job keeps its stage count and times alike."""
+    shape = {"pipeline_stages": 4, "gpus_per_stage": 8, "data_parallel": 1, "global_batch_size": 16}
+    with pytest.raises(ScenarioError) as error:
+        load_scenario(world_dict(**shape))
+    assert error.value.key_path == "workload.pipeline_stages" and "do not fit" in str(error.value)
+    world, job = one_job(**shape, optimizer_state="bf16")
+    assert job.num_stages == 4
+    assert load_scenario(world_dict(**shape, optimizer_state="bf16")).workload.shape.optimizer_state == "bf16"
+    fp32_world, fp32_job = one_job()
+    bf16_world, bf16_job = one_job(optimizer_state="bf16")
+    assert bf16_job.forward_s.tolist() == fp32_job.forward_s.tolist()
+

@@ -77,10 +77,16 @@ from geopipe_env.base.units import BF16_BYTES, BITS_PER_BYTE, BITS_PER_GBIT, BYT
 SCHEDULES = schedules.CLOSED_FORM_SCHEDULES
 
 BACKWARD_TO_FORWARD = 2.0  # backward = 2× forward FLOPs: the 6·P·tokens rule (Kaplan et al. 2020)
-STATE_BYTES_PER_PARAM = 16.0  # bf16 weights + grads, fp32 master + Adam m, v (ZeRO paper, Rajbhandari et al. 2020)
-# Of these, the 12 bytes of fp32 master weights and Adam moments are sharded over the data-parallel replicas, as
-# Megatron-LM's distributed optimizer and ZeRO stage 1 do; the bf16 weights and gradients are not.
-SHARDED_STATE_BYTES_PER_PARAM = 12.0
+# Model state per parameter: the bf16 weights and gradients, 4 bytes on every GPU that holds them, and the optimizer's
+# state, sharded over the data-parallel (× context-parallel) ranks that hold the same weights, as Megatron-LM's
+# distributed optimizer and ZeRO stage 1 do. With fp32 state it is the fp32 master weights and Adam's two moments,
+# 12 bytes (16 in all, the ZeRO paper's count: Rajbhandari et al. 2020). With bf16 state it is Adam's two moments in
+# bf16 and no master copy, 4 bytes: NeMo's distributed Adam keeps no master weights when its state's dtype is the
+# model's (NeMo 2.0, `MegatronBaseModel.setup_optimization`), which NVIDIA's Nemotron-4 340B recipe sets
+# (NVIDIA/dgxc-benchmarking v24.11.1, nemotron4-340b-synth.yaml: `optim.dtype: bf16`).
+WEIGHT_AND_GRADIENT_BYTES_PER_PARAM = 4.0
+OPTIMIZER_STATE_BYTES_PER_PARAM = {"fp32": 12.0, "bf16": 4.0}
+OPTIMIZER_STATES = tuple(OPTIMIZER_STATE_BYTES_PER_PARAM)
 # Activation checkpointing at layer boundaries keeps one bf16 layer input (b·s·h·2 bytes) per layer and
 # micro-batch in flight; the layer being recomputed needs its full working set, 34·b·s·h bytes with
 # selective recompute (Korthikanti et al. 2022, arXiv 2205.05198).
@@ -194,12 +200,14 @@ def stage_memory_bytes(
     virtual_stages: int = 1,
     context_parallel: int = 1,
     recompute: bool = True,
+    optimizer_state: str = "fp32",
 ) -> float | np.ndarray:
     """Peak memory of the busiest device of one pipeline replica, in bytes, summed over the ``t·c`` GPUs of its
     stage (:func:`fits_memory` splits it evenly over them).
 
-    Model state is ``(4 + 12/(d·c))·P/S`` per GPU group: ``16·P/S`` for one replica, with the optimizer's 12 bytes
-    per parameter sharded over the ``d·c`` ranks that hold the same weights (Megatron-LM's distributed optimizer);
+    Model state is ``(4 + o/(d·c))·P/S`` per GPU group: the bf16 weights and gradients, and the optimizer's ``o``
+    bytes per parameter (12 with ``optimizer_state`` fp32, 4 with bf16: :data:`OPTIMIZER_STATE_BYTES_PER_PARAM`)
+    sharded over the ``d·c`` ranks that hold the same weights (Megatron-LM's distributed optimizer);
     each of the ``c`` context-parallel ranks holds it, and Chimera holds two stages' worth. The busiest device keeps
     ``schedule.in_flight_stages`` micro-batches of a stage in flight. With ``recompute`` each holds one checkpointed
     input per layer, ``2·b·s·h`` bytes, plus one layer's working set while it is recomputed; without, every
@@ -220,10 +228,7 @@ def stage_memory_bytes(
     else:
         activations = in_flight * layers_per_stage * WORKING_BYTES_PER_TOKEN_HIDDEN * tokens_hidden
     sharing = data_parallel * context_parallel
-    state_bytes_per_param = STATE_BYTES_PER_PARAM
-    if sharing > 1:
-        unsharded = STATE_BYTES_PER_PARAM - SHARDED_STATE_BYTES_PER_PARAM
-        state_bytes_per_param = unsharded + SHARDED_STATE_BYTES_PER_PARAM / sharing
+    state_bytes_per_param = WEIGHT_AND_GRADIENT_BYTES_PER_PARAM + OPTIMIZER_STATE_BYTES_PER_PARAM[optimizer_state] / sharing
     state = state_bytes_per_param * params / num_stages
     copies = schedules.spec(schedule).weight_copies * context_parallel
     if copies != 1:
@@ -252,13 +257,14 @@ def min_feasible_stages(
     context_parallel: int = 1,
     recompute: bool = True,
     accepted: tuple[str, ...] = (),
+    optimizer_state: str = "fp32",
 ) -> int | None:
     """The smallest stage count (at most one stage per layer) whose stages fit and that ``schedule`` and every
     schedule of ``accepted`` can run (:func:`runnable_stages`); ``None`` if none does."""
     stage_counts = np.arange(1, layers + 1)
     need = stage_memory_bytes(
         params, layers, hidden, stage_counts, micro_batch_size, seq_len, num_microbatches, schedule, data_parallel,
-        virtual_stages, context_parallel, recompute,
+        virtual_stages, context_parallel, recompute, optimizer_state,
     )
     ok = fits_memory(need, memory_gb, gpus_per_stage * context_parallel)
     ok &= runnable_stages((schedule, *accepted), layers, num_microbatches, virtual_stages, stage_counts)
@@ -882,6 +888,7 @@ def optimal_stages(
     recompute: bool = True,
     ratio: float = BACKWARD_TO_FORWARD,
     accepted: tuple[str, ...] = (),
+    optimizer_state: str = "fp32",
 ) -> int | None:
     """K* = argmin_K T_iter(K) over memory-feasible, runnable K, on a reference placement (BACE-Pipe's sizing rule).
 
@@ -895,7 +902,7 @@ def optimal_stages(
     """
     k_min = min_feasible_stages(
         params, layers, hidden, micro_batch_size, seq_len, num_microbatches, memory_gb, gpus_per_stage, schedule,
-        data_parallel, virtual_stages, context_parallel, recompute, accepted,
+        data_parallel, virtual_stages, context_parallel, recompute, accepted, optimizer_state,
     )
     k_max = layers if max_stages is None else min(layers, max_stages)
     if k_min is None or k_min > k_max:
@@ -909,7 +916,7 @@ def optimal_stages(
     if ranks > 1:
         t = t + allreduce_time_s(params, ks, gpus_per_stage, ranks, intra_bandwidth_gbps, intra_latency_s)
     need = stage_memory_bytes(params, layers, hidden, ks, micro_batch_size, seq_len, num_microbatches, schedule,
-                              data_parallel, virtual_stages, context_parallel, recompute)
+                              data_parallel, virtual_stages, context_parallel, recompute, optimizer_state)
     allowed = fits_memory(need, memory_gb, gpus_per_stage * context_parallel)
     allowed &= runnable_stages((schedule, *accepted), layers, num_microbatches, virtual_stages, ks)
     t = np.where(allowed, t, np.inf)

@@ -102,6 +102,7 @@ def size_job(
     context_parallel: int = 1,
     recompute: bool = True,
     accepted: tuple[str, ...] = (),
+    optimizer_state: str = "fp32",
 ) -> JobSizing | None:
     """The job's reference GPU and room in this world; ``None`` if a stage fits no GPU even at one layer each
     (or at no stage count that ``schedule`` and the ``accepted`` schedules can run).
@@ -112,7 +113,7 @@ def size_job(
     min_stages = [
         pipeline.min_feasible_stages(
             params, layers, hidden, micro_batch_size, seq_len, num_microbatches, mem, gpus_per_stage, schedule,
-            data_parallel, virtual_stages, context_parallel, recompute, accepted,
+            data_parallel, virtual_stages, context_parallel, recompute, accepted, optimizer_state,
         )
         for mem in memory_gb
     ]

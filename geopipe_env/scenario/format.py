@@ -19,6 +19,7 @@ from typing import Any
 
 from geopipe_env.scenario import bundled
 from geopipe_env.base.catalog import DATASET_CATALOG, GPU_CATALOG, MODEL_CATALOG
+from geopipe_env.physics.pipeline import OPTIMIZER_STATES
 from geopipe_env.physics.schedule import ONE_F_ONE_B, SCHEDULES
 from geopipe_env.scenario.types import MAX_BACKGROUND_FRACTION, PIPELINE_SIZINGS, SIZING_KSTAR
 
@@ -131,6 +132,10 @@ def _gpus() -> tuple[str, ...]:
     return tuple(GPU_CATALOG)
 
 
+def _optimizer_states() -> tuple[str, ...]:
+    return OPTIMIZER_STATES
+
+
 def _fixed(*names: str) -> Callable[[], tuple[str, ...]]:
     return lambda: names
 
@@ -172,6 +177,10 @@ SHAPE_KEYS = (
     Key("recompute", "boolean", "activations checkpointed at layer boundaries (memory: one layer input per layer and "
         "micro-batch in flight) and recomputed in the backward (calibrated compute charges one more forward); `false` "
         "keeps every layer's activations (34·b·s·h bytes per layer)", default=True),
+    Key("optimizer_state", "choice", "the optimizer state's precision, sharded over the `d·c` ranks that hold the same "
+        "weights: `fp32`, fp32 master weights and Adam moments (12 bytes per parameter); `bf16`, Adam moments in "
+        "bf16 and no master copy (4 bytes per parameter), as NeMo's distributed Adam keeps them when its state's "
+        "dtype is the model's. Memory only", default="fp32", choices=_optimizer_states),
 )
 # Pairs of shape keys of which one replaces the other: a class that gives one drops the other inherited.
 EXCLUSIVE_SHAPE_KEYS = (

@@ -930,6 +930,10 @@ def _shape(raw: _Raw, where: str) -> JobShape:
         recompute = raw["recompute"][0]
         if not isinstance(recompute, bool):
             raise ScenarioError(raw["recompute"][1], f"got {_describe(recompute)}", "true or false")
+    optimizer_state = _SHAPE["optimizer_state"].default
+    if "optimizer_state" in raw:
+        optimizer_state = check_string(raw["optimizer_state"][0], raw["optimizer_state"][1],
+                                       _SHAPE["optimizer_state"].choice_names())
     return JobShape(
         micro_batch_size=b,
         seq_len=integer("seq_len"),
@@ -943,6 +947,7 @@ def _shape(raw: _Raw, where: str) -> JobShape:
         virtual_stages=integer("virtual_stages"),
         context_parallel=integer("context_parallel"),
         recompute=recompute,
+        optimizer_state=optimizer_state,
     )
 
 
@@ -1069,6 +1074,7 @@ def _workload(section: _Section, base_dir: Path) -> tuple[WorkloadSpec, list[tup
         virtual_stages=shape.virtual_stages,
         context_parallel=shape.context_parallel,
         recompute=shape.recompute,
+        optimizer_state=shape.optimizer_state,
     )
     return workload, checks
 
@@ -1415,7 +1421,7 @@ def _check_model(
     sizing = size_job(
         model.params, model.layers, model.hidden, b, s, m, t, names[0], counts, memory_gb,
         np.array([g.tflops for g in gpus]), linked, d, scenario.virtual_stages_of(shape), shape.context_parallel,
-        shape.recompute, names[1:],
+        shape.recompute, names[1:], shape.optimizer_state,
     )
     if sizing is None:
         counts_text = "even at one stage per layer"

@@ -184,6 +184,7 @@ class JobShape:
     virtual_stages: int | None = None
     context_parallel: int = 1  # c: a replica's stage holds gpus_per_stage × c GPUs, the sequence split over c
     recompute: bool = True  # activations checkpointed at layer boundaries and recomputed in the backward
+    optimizer_state: str = "fp32"  # the optimizer state's precision (pipeline.OPTIMIZER_STATE_BYTES_PER_PARAM)
 
     @property
     def stage_gpus(self) -> int:
@@ -242,6 +243,7 @@ class WorkloadSpec:
     virtual_stages: int | None = None
     context_parallel: int = 1
     recompute: bool = True
+    optimizer_state: str = "fp32"
 
     @property
     def shape(self) -> JobShape:
@@ -250,7 +252,7 @@ class WorkloadSpec:
         return JobShape(
             self.micro_batch_size, self.seq_len, self.num_microbatches, self.gpus_per_stage, self.data_parallel,
             sizing, self.pipeline_stages, self.max_stages, self.pipeline_schedules, self.virtual_stages,
-            self.context_parallel, self.recompute,
+            self.context_parallel, self.recompute, self.optimizer_state,
         )
 
     def job_classes(self) -> tuple[JobClass, ...]:

@@ -437,7 +437,7 @@ def _num_stages(model, shape: JobShape, scenario, sizing, tflops, efficiency, me
         _stage_forward_s(model, shape, scenario, 1, tflops[ref], efficiency[ref]), memory[ref], ref_bw, ref_lat,
         shape.gpus_per_stage, names[0], room, shape.data_parallel, net.intra_bandwidth_gbps, net.intra_latency_s,
         scenario.virtual_stages_of(shape), shape.context_parallel, shape.recompute,
-        pipeline.backward_ratio(scenario.mfu is None, shape.recompute), names[1:],
+        pipeline.backward_ratio(scenario.mfu is None, shape.recompute), names[1:], shape.optimizer_state,
     )
 
 
@@ -450,7 +450,7 @@ def _model_profile(
     names = scenario.schedules_of(shape)
     sizing = size_job(
         model.params, model.layers, model.hidden, b, s, m, g, names[0], num_gpus, memory, tflops, linked, d, v, c,
-        recompute, names[1:],
+        recompute, names[1:], shape.optimizer_state,
     )
     if sizing is None:
         raise JobDoesNotFit(f"model {model.name} fits no GPU memory in this episode")
@@ -463,7 +463,7 @@ def _model_profile(
     schedule_fits = np.zeros((len(names), num_regions), dtype=bool)
     for i, name in enumerate(names):
         stage_bytes = pipeline.stage_memory_bytes(model.params, model.layers, model.hidden, k_star, b, s, m, name, d,
-                                                  v, c, recompute)
+                                                  v, c, recompute, shape.optimizer_state)
         schedule_fits[i] = [pipeline.fits_memory(stage_bytes, memory[r], g * c) for r in range(num_regions)]
     fits = schedule_fits.any(axis=0)
     forward = np.array(
