@@ -160,6 +160,24 @@ def test_a_fixed_checkpoint_interval_and_no_failures():
     assert play(hourly, 0)["goodput"] < play(daly, 0)["goodput"]
 
 
+def test_a_checkpoint_holds_the_weights_and_the_optimizer_state_the_job_keeps():
+    """14 bytes a parameter with fp32 optimizer state (bf16 weights, fp32 master weights and two moments), 6 with
+    bf16 state (the weights and two bf16 moments): the same job's checkpoint then takes 6/14 of the time."""
+    costs = {}
+    for state in ("fp32", "bf16"):
+        data = one_job_world(META_CLUSTER_RATE, 1.0)
+        data["workload"]["job_classes"][0]["optimizer_state"] = state
+        world = sample_world(load_scenario(data), np.random.default_rng(0))
+        sim = ClusterSim(world)
+        sim.step_event()  # the job's arrival
+        job = world.jobs[0]
+        assert job.optimizer_state == state
+        sim.launch(0, Placement((0,), (job.num_stages,)))
+        costs[state] = sim._runs[0].checkpoint_s
+    assert costs["fp32"] == pytest.approx(405e9 * 14 * 8 / (1024 * 1e9), rel=1e-12)
+    assert costs["bf16"] == pytest.approx(costs["fp32"] * 6 / 14, rel=1e-12)
+
+
 def test_an_interrupted_job_keeps_its_last_checkpoint():
     """Right after an interruption the job waits again, with its work at launch less the whole iterations its
     checkpoints saved; the computing it lost is less than one checkpoint cycle."""

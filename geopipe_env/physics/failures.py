@@ -14,18 +14,23 @@ from __future__ import annotations
 
 import math
 
-from geopipe_env.base.units import BITS_PER_BYTE, BITS_PER_GBIT, SECONDS_PER_DAY
-
-# A checkpoint holds the bf16 weights (2 bytes a parameter) and the optimizer's fp32 master weights and two Adam
-# moments (12): 14 bytes a parameter (the 16 bytes of mixed-precision Adam less the fp16 gradients; Rajbhandari
-# et al., "ZeRO", SC 2020).
-CHECKPOINT_BYTES_PER_PARAM = 14.0
+from geopipe_env.base.units import BF16_BYTES, BITS_PER_BYTE, BITS_PER_GBIT, SECONDS_PER_DAY
+from geopipe_env.physics.pipeline import OPTIMIZER_STATE_BYTES_PER_PARAM
 
 
-def checkpoint_s(params_b: float, num_gpus: int, write_gbps: float) -> float:
+def checkpoint_bytes_per_param(optimizer_state: str = "fp32") -> float:
+    """A checkpoint holds the bf16 weights (2 bytes a parameter) and the optimizer's state
+    (``pipeline.OPTIMIZER_STATE_BYTES_PER_PARAM``): 14 bytes a parameter with fp32 state, the fp32 master weights
+    and two Adam moments (the 16 bytes of mixed-precision Adam less the gradients; Rajbhandari et al., "ZeRO",
+    SC 2020), and 6 with bf16 state."""
+    return BF16_BYTES + OPTIMIZER_STATE_BYTES_PER_PARAM[optimizer_state]
+
+
+def checkpoint_s(params_b: float, num_gpus: int, write_gbps: float, optimizer_state: str = "fp32") -> float:
     """``C``: the seconds a job of ``params_b`` billion parameters on ``num_gpus`` GPUs takes to write (or read) a
     checkpoint, each GPU writing its shard at ``write_gbps`` Gbit/s in parallel."""
-    return params_b * 1e9 * CHECKPOINT_BYTES_PER_PARAM * BITS_PER_BYTE / (num_gpus * write_gbps * BITS_PER_GBIT)
+    bytes_per_param = checkpoint_bytes_per_param(optimizer_state)
+    return params_b * 1e9 * bytes_per_param * BITS_PER_BYTE / (num_gpus * write_gbps * BITS_PER_GBIT)
 
 
 def mean_time_between_failures_s(failures_per_day: float) -> float:

@@ -253,7 +253,7 @@ SECTIONS: dict[str, tuple[Key, ...]] = {
         Key("checkpoint_interval_h", "number", "running time between a job's checkpoints", "hours",
             default_text="Young/Daly: √(2·C·M) per job and placement", **POSITIVE),
         Key("checkpoint_gbps", "number", "the rate at which each GPU writes (and reads back) its shard of a checkpoint "
-            "of 14 bytes a parameter", "Gbit/s per GPU", 1.0, **POSITIVE,
+            "of 14 bytes a parameter (6 with `optimizer_state: bf16`)", "Gbit/s per GPU", 1.0, **POSITIVE,
             source="Llama 3's checkpoint storage sustains 2 TB/s for 16,384 GPUs (Dubey et al., arXiv 2407.21783), "
             "about 1 Gbit/s a GPU"),
         Key("restart_s", "number", "a restart's cost besides reading the checkpoint back", "s", 30.0, **NON_NEGATIVE,

@@ -29,7 +29,7 @@ JOB_PROFILE_FIELDS = (
 JOB_OTHER_FIELDS = (
     "job_id", "arrival_s", "dataset", "params", "layers", "hidden", "micro_batch_size", "seq_len", "iterations",
     "isolated_iteration_s", "lower_bound_s", "lower_bound_energy_kwh", "typical_demand_gbps", "isolated_power_w",
-    "local_iteration_s",
+    "local_iteration_s", "optimizer_state",
 )
 # What a layout's timing reads of a world besides its job's profile and its placement (timing_key), and what its
 # power reads besides (layout_key).
@@ -81,6 +81,7 @@ class Job:
     # (len(schedules), R) bool: where a stage fits memory under each schedule (None: ``fits``, for one schedule)
     schedule_fits: np.ndarray | None = None
     link_messages: float = 1.0  # messages per micro-batch on its busiest link between two stages, under its own schedule
+    optimizer_state: str = "fp32"  # its optimizer state's precision: what a checkpoint holds besides the weights
     # JOB_PROFILE_FIELDS' values: jobs with equal keys run identically on any placement of any world with equal
     # timing_key. Set once here, since the candidate table reads it tens of times per decision.
     profile_key: tuple = field(init=False, repr=False)

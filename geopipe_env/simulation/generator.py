@@ -576,4 +576,5 @@ def _build_job(job_id, arrival_s, model, dataset, iterations, scenario, shape: J
         input_gradient=input_gradient,
         schedule_fits=schedule_fits,
         link_messages=messages,
+        optimizer_state=shape.optimizer_state,
     )

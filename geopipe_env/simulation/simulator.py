@@ -635,7 +635,7 @@ class ClusterSim:
         spec = self.world.scenario.failures
         jid = job.job_id
         mtbf = failures.mean_time_between_failures_s(float(lay.gpus @ self.world.failures.per_gpu_day))
-        cost = failures.checkpoint_s(job.params / 1e9, job.num_gpus, spec.checkpoint_gbps)
+        cost = failures.checkpoint_s(job.params / 1e9, job.num_gpus, spec.checkpoint_gbps, job.optimizer_state)
         interval = spec.checkpoint_interval_s or failures.young_daly_interval_s(cost, mtbf)
         overhead = 0.0
         if self.interruptions[jid]:
