@@ -11,12 +11,11 @@ the messages timed by the schedule and the all-reduce added (not overlapped).
 Runs have a role:
 
 * ``sets``: the runs whose implied kernel efficiency sets a GPU type's constant: its geometric mean over them,
-  rounded to three digits (``--fit`` prints it; ``tests/test_calibration.py`` holds the catalog to it). H100: the
-  NVIDIA DGX Cloud BF16 recipes of release v24.11.1 at their smallest GPU count that GeoPipe's memory model admitted
-  when the constant was set (Llama 3.1 70B and 405B, GPT-3 175B). A100: BLOOM-176B.
+  rounded to three digits (``--fit`` prints it; ``tests/test_calibration.py`` holds the catalog to it). H100: three
+  of the four NVIDIA DGX Cloud BF16 recipes of release v24.11.1 at their smallest GPU count (Llama 3.1 70B and
+  405B, GPT-3 175B). A100: BLOOM-176B.
 * ``tests``: held back. Nothing was tuned to them; they check the constants. The fourth v24.11.1 recipe at its
-  smallest count, Nemotron-4 340B on 128 GPUs, is one: the memory model admits it since it counts the recipe's bf16
-  optimizer state (``optimizer_state``), after the constant was set, so it checks the constant rather than sets it.
+  smallest count, Nemotron-4 340B on 128 GPUs, is one (as a setting run it would make the H100 constant 0.572).
 
 The efficiency a run implies is the one at which GeoPipe's step time equals the published one (solved by secant
 on ``T(η)``, which is close to ``a/η + b``).

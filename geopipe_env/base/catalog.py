@@ -55,8 +55,8 @@ GPU_CATALOG: dict[str, GpuType] = {
     "A100": GpuType("A100", tflops=312.0, memory_gb=80.0, busy_watts=400.0, idle_watts=60.0, kernel_efficiency=0.532),
     # NVIDIA H100 SXM datasheet: 989 dense BF16 TFLOPS, 80 GB, 700 W; idle ~15% of TDP (assumed). Kernel efficiency:
     # set by NVIDIA's DGX Cloud benchmarking recipes, BF16, release v24.11.1 (Llama 3.1 70B and 405B, GPT-3 175B;
-    # Nemotron-4 340B, admitted by the memory model after the constant was set, tests it): the geometric mean of the
-    # values at which GeoPipe times each as published (benchmarks/calibration.py --fit; docs/calibration.md).
+    # the fourth, Nemotron-4 340B, is held back and tests it): the geometric mean of the values at which GeoPipe
+    # times each as published (benchmarks/calibration.py --fit; docs/calibration.md).
     "H100": GpuType("H100", tflops=989.0, memory_gb=80.0, busy_watts=700.0, idle_watts=105.0, kernel_efficiency=0.564),
     # NVIDIA L40S datasheet: 362 dense FP16 tensor TFLOPS, 48 GB, 350 W; idle ~15% of TDP (assumed).
     "L40S": GpuType("L40S", tflops=362.0, memory_gb=48.0, busy_watts=350.0, idle_watts=52.0),
