@@ -58,6 +58,9 @@ VEC_ENVS = ("dummy", "subproc")  # envs in this process (the default: faster her
 HYPERPARAM_KEYS = (*RUN_KEYS, *MODEL_KEYS)
 INT_KEYS = ("n_envs", "n_timesteps", "n_steps", "batch_size", "n_epochs")
 FLOAT_KEYS = ("learning_rate", "gamma", "gae_lambda", "ent_coef", "clip_range")
+# Keys that may also decay linearly to 0 over the run: "lin_<value>" (rl-baselines3-zoo's notation).
+SCHEDULE_KEYS = ("learning_rate", "clip_range")
+LINEAR_PREFIX = "lin_"
 DICT_KEYS = ("policy_kwargs", "env_kwargs")
 VECNORMALIZE_KEYS = ("norm_obs", "norm_reward", "clip_obs", "clip_reward", "gamma", "epsilon", "norm_obs_keys")
 DEFAULT_POLICY = "MultiInputPolicy"  # GeoPipe observations are a Dict of boxes
@@ -147,6 +150,12 @@ def check_hyperparams(hyperparams: dict[str, Any], source: str = "hyperparameter
                 raise TrainingInputError(f"{source}: {key}: got {value!r}; expected an integer >= 1")
     for key in FLOAT_KEYS:
         value = hp.get(key, 0.0)
+        if key in SCHEDULE_KEYS and isinstance(value, str):
+            start = _linear_start(value)
+            if start is None:
+                raise TrainingInputError(f"{source}: {key}: got {value!r}; expected a finite number >= 0, or "
+                                         f"{LINEAR_PREFIX}<number> for one that decays linearly to 0 over the run")
+            value = start
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
             raise TrainingInputError(f"{source}: {key}: got {value!r}; expected a finite number >= 0")
     for key in DICT_KEYS:
@@ -180,9 +189,32 @@ def vecnormalize_kwargs(hyperparams: dict[str, Any]) -> dict[str, Any] | None:
     return kwargs
 
 
+def _linear_start(value: str) -> float | None:
+    """The starting value of a ``lin_<number>`` schedule, or None if ``value`` is not one."""
+    if not value.startswith(LINEAR_PREFIX):
+        return None
+    try:
+        return float(value[len(LINEAR_PREFIX):])
+    except ValueError:
+        return None
+
+
+def linear_schedule(start: float) -> Callable[[float], float]:
+    """A value that falls linearly from ``start`` to 0 over the run (SB3 passes the share of it still to come)."""
+
+    def value(progress_remaining: float) -> float:
+        return progress_remaining * start
+
+    return value
+
+
 def model_kwargs(hyperparams: dict[str, Any]) -> dict[str, Any]:
-    """The algorithm's keyword arguments among ``hyperparams`` (``policy`` left out), with activations resolved."""
+    """The algorithm's keyword arguments among ``hyperparams`` (``policy`` left out), with activations and
+    ``lin_`` schedules resolved."""
     kwargs = {k: hyperparams[k] for k in MODEL_KEYS if k in hyperparams and k != "policy"}
+    for key in SCHEDULE_KEYS:
+        if isinstance(kwargs.get(key), str):
+            kwargs[key] = linear_schedule(_linear_start(kwargs[key]))
     policy_kwargs = dict(kwargs.get("policy_kwargs", {}))
     if "activation_fn" in policy_kwargs:
         policy_kwargs["activation_fn"] = ACTIVATIONS[policy_kwargs["activation_fn"]]

@@ -13,7 +13,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import geopipe_env  # noqa: F401
-from geopipe_agents import learning_curve, load_agent
+from geopipe_agents import learning_curve, load_agent, training
 from geopipe_agents.learning_curve import read_references
 from geopipe_baselines import make_policy
 from geopipe_baselines.policy import play_episode
@@ -148,6 +148,22 @@ def test_plain_ppo_run_evaluates_and_saves(tmp_path):
     assert type(load_agent(tmp_path / "ppo" / "model.zip").model).__name__ == "PPO"
 
 
+def test_a_run_with_a_decaying_learning_rate_ends_at_zero(tmp_path):
+    """learning_rate=lin_1e-3 trains with the rate falling to 0 over the run: the last update's rate is 0, and the
+    run's config.yml keeps the schedule as written."""
+    threads = torch.get_num_threads()
+    args = ["--env", TOY, "--n-timesteps", "128", "--eval-freq", "0", "--checkpoint-freq", "0", "--hyperparams",
+            "learning_rate=lin_1e-3"]
+    try:
+        assert train.main([*args, "--verbose", "0", "--no-progress-bar", "--log-dir", str(tmp_path), "--run-name", "lin"]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    model = load_agent(tmp_path / "lin" / "model.zip").model
+    assert [group["lr"] for group in model.policy.optimizer.param_groups] == [0.0]
+    assert model.lr_schedule(1.0) == 1e-3
+    assert yaml.safe_load((tmp_path / "lin" / "config.yml").read_text())["learning_rate"] == "lin_1e-3"
+
+
 @pytest.mark.parametrize("vec_env, cls", [("dummy", DummyVecEnv), ("subproc", SubprocVecEnv)])
 def test_vector_envs_are_seeded_seed_plus_i(vec_env, cls):
     """n_envs envs in this process (default) or in SubprocVecEnv workers (module-qualified id), env i seeded seed + i,
@@ -184,6 +200,8 @@ def test_vector_envs_are_seeded_seed_plus_i(vec_env, cls):
         (["--hyperparams", "env_kwargs={queue_slots: 0}"], "queue_slots: got 0; expected an integer >= 1"),
         (["--hyperparams", "policy_kwargs={net_arch: [64], no_such_kwarg: 1}"], "no_such_kwarg"),
         (["--hyperparams", "normalize={norm_obs_keys: [no_such_key]}"], "KeyError: 'no_such_key'"),
+        (["--hyperparams", "learning_rate=lin_fast"], "lin_<number>"),
+        (["--hyperparams", "gamma=lin_0.99"], "gamma: got 'lin_0.99'; expected a finite number >= 0"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(args, message, tmp_path, capsys):
@@ -205,6 +223,17 @@ def test_hyperparameter_files_are_valid(algo):
     for entry in table.values():
         check_hyperparams(entry)
     assert table[TOY]["n_envs"] == 1 and table[TOY]["n_timesteps"] <= 256
+
+
+def test_a_learning_rate_can_decay_linearly_to_zero():
+    """``lin_<number>`` (rl-baselines3-zoo's notation) is a schedule from that value at the start to 0 at the end;
+    a plain number stays a constant."""
+    hp = check_hyperparams({"n_timesteps": 100, "learning_rate": "lin_1e-3", "clip_range": "lin_0.2"})
+    assert hp["learning_rate"] == "lin_1e-3"  # kept as written, so the run's config.yml reads back the same
+    kwargs = training.model_kwargs(hp)
+    assert kwargs["learning_rate"](1.0) == 1e-3 and kwargs["learning_rate"](0.25) == 0.25e-3
+    assert kwargs["clip_range"](0.5) == 0.1
+    assert training.model_kwargs(check_hyperparams({"n_timesteps": 100, "learning_rate": 3e-4}))["learning_rate"] == 3e-4
 
 
 def test_overrides_are_native_yaml():
