@@ -132,10 +132,6 @@ def _gpus() -> tuple[str, ...]:
     return tuple(GPU_CATALOG)
 
 
-def _optimizer_states() -> tuple[str, ...]:
-    return OPTIMIZER_STATES
-
-
 def _fixed(*names: str) -> Callable[[], tuple[str, ...]]:
     return lambda: names
 
@@ -180,7 +176,7 @@ SHAPE_KEYS = (
     Key("optimizer_state", "choice", "the optimizer state's precision, sharded over the `d·c` ranks that hold the same "
         "weights: `fp32`, fp32 master weights and Adam moments (12 bytes per parameter); `bf16`, Adam moments in "
         "bf16 and no master copy (4 bytes per parameter), as NeMo's distributed Adam keeps them when its state's "
-        "dtype is the model's. Memory only", default="fp32", choices=_optimizer_states),
+        "dtype is the model's. Memory only", default="fp32", choices=_fixed(*OPTIMIZER_STATES)),
 )
 # Pairs of shape keys of which one replaces the other: a class that gives one drops the other inherited.
 EXCLUSIVE_SHAPE_KEYS = (
